@@ -1,0 +1,12 @@
+# Every third-party dependency of kvmem, in one place. All come from Debian 12 packages
+# (installed by scripts/setup.sh); nothing is vendored.
+#
+#   package (Debian)        used by
+#   libgtest-dev            tests
+#   libcli11-dev            apps (command line parsing)
+#   python3 + venv (PyPI: numpy, gguf, tokenizers)   test oracles only, never the product
+find_package(Threads REQUIRED)
+if(KVMEM_TESTS)
+  find_package(GTest REQUIRED)
+endif()
+find_package(CLI11 REQUIRED)

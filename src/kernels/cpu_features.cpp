@@ -1,0 +1,34 @@
+#include "kernels/cpu_features.h"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace kvmem::kernels {
+
+const char* IsaName(Isa isa) { return isa == Isa::kAvx2 ? "avx2" : "scalar"; }
+
+bool CpuSupports(Isa isa) {
+  switch (isa) {
+    case Isa::kScalar:
+      return true;
+    case Isa::kAvx2:
+#if defined(__x86_64__)
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+             __builtin_cpu_supports("f16c");
+#else
+      return false;
+#endif
+  }
+  return false;
+}
+
+Isa ActiveIsa() {
+  static const Isa isa = [] {
+    const char* env = std::getenv("KVMEM_ISA");
+    if (env != nullptr && std::strcmp(env, "scalar") == 0) return Isa::kScalar;
+    return CpuSupports(Isa::kAvx2) ? Isa::kAvx2 : Isa::kScalar;
+  }();
+  return isa;
+}
+
+}  // namespace kvmem::kernels

@@ -1,0 +1,31 @@
+// Weight-matrix times activations, for any weight type in kernels/type_traits.h. Activations are
+// converted once per token to the weight type's vec_dot_type, then every output row is a VecDot.
+// Work is split across the pool by output rows. Thread-safe if pools are not shared concurrently.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/dtype.h"
+#include "core/thread_pool.h"
+#include "kernels/cpu_features.h"
+
+namespace kvmem::kernels {
+
+// A row-major matrix as GGUF stores it: n_out rows of n_in elements of `type`.
+struct WeightMatrix {
+  DType type = DType::kF32;
+  const void* data = nullptr;
+  int64_t n_in = 0;
+  int64_t n_out = 0;
+  size_t row_bytes = 0;
+};
+
+// y(n_tokens, n_out) = x(n_tokens, n_in) . W^T. `pool` may be nullptr (single thread).
+void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool,
+            Isa isa = ActiveIsa());
+
+// One row of W, dequantized to floats (embedding lookup).
+void DequantizeRow(const WeightMatrix& w, int64_t row, float* out, Isa isa = ActiveIsa());
+
+}  // namespace kvmem::kernels
