@@ -1,8 +1,19 @@
 // Float kernels of the transformer block: norms, activations, softmax, RoPE. One table per ISA;
 // the scalar table is the reference the others are tested against. Thread-safe: pure functions.
+//
+// Numerics follow ggml's CPU backend so logits stay close to llama.cpp's:
+//  - rms_norm: squares in float, summed in double; scale = 1 / sqrtf(mean + eps); y = x*scale*w.
+//  - softmax: max-subtracted, exp in float, sum in double, one float reciprocal multiply.
+//  - silu(a) = a / (1 + exp(-a)); the AVX2 table's exp is a vector expf within 1 ulp.
+//  - gelu is the tanh approximation 0.5 a (1 + tanh(y)), y = sqrt(2/pi) (a + 0.044715 a^3),
+//    evaluated as a / (1 + exp(-2y)), which is the same function without the cancellation in
+//    1 + tanh(y) for negative a. (ggml's CPU build reads gelu from an f16-indexed table, which
+//    is coarser than either.)
+//  - RoPE angles as ggml_rope_cache_init: theta = pos, theta *= powf(base, -2/rot_dim) per pair.
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "kernels/cpu_features.h"
 
@@ -25,6 +36,8 @@ struct OpsTable {
   void (*axpy)(float a, const float* x, float* y, int64_t n);
   // returns sum x[i] * y[i]
   float (*dot)(const float* x, const float* y, int64_t n);
+  // y = exp(x) elementwise (the exp used by swiglu/geglu/softmax); y may alias x.
+  void (*exp)(const float* x, float* y, int64_t n);
 };
 
 const OpsTable& GetOps(Isa isa);
@@ -33,8 +46,25 @@ inline const OpsTable& Ops() { return GetOps(ActiveIsa()); }
 // Rotates the first rot_dim dims of each of n_heads vectors (head_dim apart) in x by angle
 // pos * theta_i, theta_i = freq_base^(-2i/rot_dim). pos may be negative (un-rotation) so that
 // stored keys can be re-rotated to new positions: Rope(p2) after Rope(p1) == Rope(p1 + p2) up to
-// float rounding.
+// float rounding. Dims rot_dim..head_dim-1 are unchanged. rot_dim is even and <= head_dim.
+// x: (n_heads, head_dim).
 void Rope(float* x, int n_heads, int head_dim, int rot_dim, int64_t pos, float freq_base,
           RopeMode mode);
+
+// cos and sin of the RoPE angles of one position, so that many heads (Q and K of a token, or a
+// batch of stored keys shifted by the same delta) share one evaluation of cosf/sinf.
+struct RopeCache {
+  int rot_dim = 0;
+  int64_t pos = 0;
+  std::vector<float> cos;  // (rot_dim / 2)
+  std::vector<float> sin;  // (rot_dim / 2)
+};
+
+// Fills `cache` for `pos`; reuses its buffers, so refilling a cache of the same rot_dim does not
+// allocate.
+void InitRopeCache(int64_t pos, int rot_dim, float freq_base, RopeCache* cache);
+
+// Rope() with the angles of `cache` (rot_dim = cache.rot_dim). x: (n_heads, head_dim).
+void RopeWithCache(float* x, int n_heads, int head_dim, const RopeCache& cache, RopeMode mode);
 
 }  // namespace kvmem::kernels

@@ -1,0 +1,74 @@
+// Rotary position embedding (ops.h), with angles computed exactly as ggml_rope_cache_init does
+// for ext_factor = 0, freq_scale = 1, no freq_factors: theta = pos, then theta *= theta_scale
+// per pair, in float. Rotation is scalar: it is a few multiplies per element next to the
+// cosf/sinf, which RopeCache amortizes over heads.
+#include <cassert>
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/ops.h"
+
+namespace kvmem::kernels {
+namespace {
+
+// Fills cos/sin for pairs 0..n_pairs-1.
+void Angles(int64_t pos, int rot_dim, float freq_base, float* cos_out, float* sin_out) {
+  const float theta_scale = std::pow(freq_base, -2.0f / static_cast<float>(rot_dim));
+  float theta = static_cast<float>(pos);
+  for (int i = 0; i < rot_dim / 2; ++i) {
+    cos_out[i] = std::cos(theta);
+    sin_out[i] = std::sin(theta);
+    theta *= theta_scale;
+  }
+}
+
+void Rotate(float* x, int n_heads, int head_dim, int rot_dim, const float* cos_t,
+            const float* sin_t, RopeMode mode) {
+  assert(rot_dim % 2 == 0 && rot_dim <= head_dim);
+  const int half = rot_dim / 2;
+  // Pair i is (x[i0], x[i1]): i0 = 2i, i1 = 2i + 1 (normal) or i0 = i, i1 = i + half (neox).
+  const int step = mode == RopeMode::kNeox ? 1 : 2;
+  const int other = mode == RopeMode::kNeox ? half : 1;
+  for (int h = 0; h < n_heads; ++h) {
+    float* v = x + static_cast<int64_t>(h) * head_dim;
+    for (int i = 0; i < half; ++i) {
+      float* p0 = v + i * step;
+      float* p1 = p0 + other;
+      const float x0 = *p0;
+      const float x1 = *p1;
+      *p0 = x0 * cos_t[i] - x1 * sin_t[i];
+      *p1 = x0 * sin_t[i] + x1 * cos_t[i];
+    }
+  }
+}
+
+}  // namespace
+
+void InitRopeCache(int64_t pos, int rot_dim, float freq_base, RopeCache* cache) {
+  cache->rot_dim = rot_dim;
+  cache->pos = pos;
+  cache->cos.resize(rot_dim / 2);
+  cache->sin.resize(rot_dim / 2);
+  Angles(pos, rot_dim, freq_base, cache->cos.data(), cache->sin.data());
+}
+
+void RopeWithCache(float* x, int n_heads, int head_dim, const RopeCache& cache, RopeMode mode) {
+  Rotate(x, n_heads, head_dim, cache.rot_dim, cache.cos.data(), cache.sin.data(), mode);
+}
+
+void Rope(float* x, int n_heads, int head_dim, int rot_dim, int64_t pos, float freq_base,
+          RopeMode mode) {
+  constexpr int kMaxStackPairs = 256;
+  if (rot_dim / 2 > kMaxStackPairs) {
+    RopeCache cache;
+    InitRopeCache(pos, rot_dim, freq_base, &cache);
+    RopeWithCache(x, n_heads, head_dim, cache, mode);
+    return;
+  }
+  float cos_t[kMaxStackPairs];
+  float sin_t[kMaxStackPairs];
+  Angles(pos, rot_dim, freq_base, cos_t, sin_t);
+  Rotate(x, n_heads, head_dim, rot_dim, cos_t, sin_t, mode);
+}
+
+}  // namespace kvmem::kernels
