@@ -1,6 +1,10 @@
 // Weight-matrix times activations, for any weight type in kernels/type_traits.h. Activations are
 // converted once per token to the weight type's vec_dot_type, then every output row is a VecDot.
-// Work is split across the pool by output rows. Thread-safe if pools are not shared concurrently.
+// Work is split across the pool by output rows; within a chunk of rows, tokens are taken a few at a
+// time so each weight row is read once per token tile. The converted activations live in a
+// thread_local scratch buffer of the calling thread. n_in must be a multiple of the weight type's
+// and its vec_dot_type's block size (the model loader checks this).
+// Thread-safe if pools are not shared concurrently.
 #pragma once
 
 #include <cstddef>

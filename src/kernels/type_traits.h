@@ -27,7 +27,8 @@ struct TypeTraits {
   DType vec_dot_type = DType::kF32;
 };
 
-// nullptr if kvmem has no kernels for `type`.
+// nullptr if kvmem has no kernels for `type`, or if this build or CPU cannot run `isa` (so a
+// test asking for the AVX2 table on a machine without AVX2 learns it rather than getting scalar).
 const TypeTraits* GetTypeTraits(DType type, Isa isa);
 inline const TypeTraits* GetTypeTraits(DType type) { return GetTypeTraits(type, ActiveIsa()); }
 

@@ -1,0 +1,160 @@
+// `kvmem run`: one prompt in, generated text streamed to stdout as it is produced; timings and a
+// hash of the final logits (a cheap regression check) on stderr. Mirrors llama.cpp's CLI flags.
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "common.h"
+#include "commands.h"
+#include "engine/generate.h"
+#include "engine/stop_strings.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/gguf_config.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kvmem::app {
+namespace {
+
+struct RunOptions {
+  std::string model;
+  std::string prompt;
+  std::string prompt_file;
+  std::string system;
+  bool chat = false;
+  int n_predict = 256;
+  int n_ctx = 4096;
+  int threads = DefaultThreads();
+  int64_t seed = -1;
+  engine::SamplerConfig sampler;
+  std::vector<std::string> stops;
+};
+
+Result<std::string> PromptText(const RunOptions& o) {
+  if (!o.prompt_file.empty()) {
+    std::ifstream f(o.prompt_file, std::ios::binary);
+    if (!f) return IoError("cannot read prompt file '" + o.prompt_file + "'");
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+  }
+  return o.prompt;
+}
+
+int Run(RunOptions o) {
+  auto text = PromptText(o);
+  if (!text.ok()) return Fail(text.status());
+  auto m = LoadModel(o.model);
+  if (!m.ok()) return Fail(m.status());
+  const model::Model& model = **m;
+  auto tok = tokenizer::LoadTokenizer(model.file());
+  if (!tok.ok()) return Fail(tok.status().WithContext("tokenizer"));
+
+  std::string prompt = *text;
+  if (o.chat) {
+    auto tmpl = tokenizer::DetectChatTemplate(tok->chat_template(), model.spec().arch_name);
+    if (!tmpl.ok()) return Fail(tmpl.status().WithContext("chat template"));
+    std::vector<tokenizer::ChatMessage> msgs;
+    if (!o.system.empty()) msgs.push_back({"system", o.system});
+    msgs.push_back({"user", prompt});
+    auto rendered = tokenizer::RenderChat(*tmpl, msgs, /*add_generation_prompt=*/true);
+    if (!rendered.ok()) return Fail(rendered.status());
+    prompt = *rendered;
+  }
+  std::vector<int32_t> ids = tok->Encode(prompt, /*add_special=*/true, /*parse_special=*/true);
+  if (ids.empty()) return Fail(InvalidArgument("the prompt is empty"));
+
+  const int block = 256;
+  const int64_t n_ctx = std::min<int64_t>(o.n_ctx, model.spec().n_ctx_train);
+  if (static_cast<int64_t>(ids.size()) >= n_ctx) {
+    return Fail(OutOfRange("prompt has " + std::to_string(ids.size()) +
+                           " tokens; the context holds " + std::to_string(n_ctx)));
+  }
+  kv::KvPool pool(model.kv_geometry(block), static_cast<int>((n_ctx + block - 1) / block));
+  kv::KvSequence seq(&pool);
+  ThreadPool threads(o.threads);
+
+  engine::GenerateParams params;
+  params.sampler = o.sampler;
+  params.sampler.seed = o.seed >= 0 ? static_cast<uint64_t>(o.seed)
+                                    : static_cast<uint64_t>(
+                                          std::chrono::steady_clock::now().time_since_epoch().count());
+  params.max_new_tokens =
+      o.n_predict < 0 ? static_cast<int>(n_ctx - ids.size())
+                      : std::min<int>(o.n_predict, static_cast<int>(n_ctx - ids.size()));
+
+  tokenizer::StreamingDecoder decoder(&*tok);
+  engine::StopMatcher stops(o.stops);
+  Status decode_error;
+  auto emit = [](const std::string& s) {
+    std::fwrite(s.data(), 1, s.size(), stdout);
+    std::fflush(stdout);
+  };
+  std::vector<int32_t> history;
+  engine::GenerateStats stats;
+  Status st = engine::Generate(
+      model, &threads, &seq, ids, params,
+      [&](int32_t t) { return tok->IsEndOfGeneration(t); },
+      [&](int32_t t) {
+        auto piece = decoder.Push(t);
+        if (!piece.ok()) {
+          decode_error = piece.status();
+          return false;
+        }
+        emit(stops.Push(*piece));
+        return !stops.stopped();
+      },
+      &history, &stats);
+  if (!st.ok()) return Fail(st);
+  if (!decode_error.ok()) return Fail(decode_error);
+  if (!stops.stopped()) emit(stops.Push(decoder.Flush()) + stops.Flush());
+  emit("\n");
+
+  const int decode_evals = std::max(0, stats.n_generated - 1);
+  std::fprintf(stderr,
+               "\nkvmem: prompt %d tokens %.2f tok/s | decode %d tokens %.2f tok/s | "
+               "threads %d | stop %s | logits hash %016" PRIx64 "\n",
+               stats.n_prompt, stats.n_prompt / std::max(stats.prompt_seconds, 1e-9),
+               stats.n_generated, decode_evals / std::max(stats.decode_seconds, 1e-9), o.threads,
+               stats.stop_reason.c_str(), stats.logits_hash);
+  return 0;
+}
+
+}  // namespace
+
+void AddRunCommand(CLI::App& app) {
+  auto o = std::make_shared<RunOptions>();
+  CLI::App* run = app.add_subcommand("run", "Generate text from a prompt");
+  run->add_option("-m,--model", o->model, "GGUF model (default: the installed SmolLM2)");
+  run->add_option("-p,--prompt", o->prompt, "prompt text");
+  run->add_option("-f,--file", o->prompt_file, "read the prompt from a file");
+  run->add_option("-n,--n-predict", o->n_predict, "tokens to generate (-1: until end or full)")
+      ->capture_default_str();
+  run->add_flag("--chat", o->chat, "wrap the prompt in the model's chat template");
+  run->add_option("--system", o->system, "system message (with --chat)");
+  run->add_option("-c,--ctx-size", o->n_ctx, "context size in tokens")->capture_default_str();
+  run->add_option("-t,--threads", o->threads, "threads")->capture_default_str();
+  run->add_option("-s,--seed", o->seed, "RNG seed (-1: random)")->capture_default_str();
+  run->add_option("--temp", o->sampler.temperature, "temperature (0: greedy)")
+      ->capture_default_str();
+  run->add_option("--top-k", o->sampler.top_k, "top-k (0: off)")->capture_default_str();
+  run->add_option("--top-p", o->sampler.top_p, "top-p (1: off)")->capture_default_str();
+  run->add_option("--min-p", o->sampler.min_p, "min-p (0: off)")->capture_default_str();
+  run->add_option("--repeat-penalty", o->sampler.repeat_penalty, "repetition penalty (1: off)")
+      ->capture_default_str();
+  run->add_option("--repeat-last-n", o->sampler.repeat_last_n, "window of the penalty")
+      ->capture_default_str();
+  run->add_option("--stop", o->stops, "stop string (repeatable)");
+  run->callback([o] {
+    if (o->prompt.empty() && o->prompt_file.empty()) {
+      throw CLI::RuntimeError(Fail(InvalidArgument("give a prompt with -p or -f")));
+    }
+    throw CLI::RuntimeError(Run(*o));
+  });
+}
+
+}  // namespace kvmem::app

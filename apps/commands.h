@@ -1,0 +1,12 @@
+// Registration of each kvmem subcommand on the CLI11 app. A subcommand's callback throws
+// CLI::RuntimeError(exit_code) so main() returns its status.
+#pragma once
+
+#include "CLI/CLI.hpp"
+
+namespace kvmem::app {
+
+void AddRunCommand(CLI::App& app);
+void AddIdsCommands(CLI::App& app);
+
+}  // namespace kvmem::app

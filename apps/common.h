@@ -1,0 +1,27 @@
+// Shared helpers of the kvmem subcommands: where the default model lives, loading with a clear
+// message, parsing id lists.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "model/model.h"
+
+namespace kvmem::app {
+
+inline constexpr const char* kDefaultModelFile = "SmolLM2-135M-Instruct.Q4_1.gguf";
+
+// $KVMEM_MODEL, else $KVMEM_HOME/models/<default>, else ~/.cache/kvmem/models/<default>.
+std::string DefaultModelPath();
+// Loads `path` (or the default when empty), explaining how to install the default if missing.
+Result<std::unique_ptr<model::Model>> LoadModel(const std::string& path);
+// "1,2,3" -> {1,2,3}; InvalidArgument on anything else.
+Result<std::vector<int32_t>> ParseIdList(const std::string& s);
+int DefaultThreads();
+// Prints "kvmem: <status>" to stderr and returns exit code 1.
+int Fail(const Status& s);
+
+}  // namespace kvmem::app

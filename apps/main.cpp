@@ -1,0 +1,20 @@
+// kvmem: the command-line entry point. Each subcommand lives in its own cmd_*.cpp.
+#include <cstdio>
+
+#include "CLI/CLI.hpp"
+#include "commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"kvmem: an LLM engine whose agents remember in their KV cache"};
+  app.require_subcommand(1);
+  kvmem::app::AddRunCommand(app);
+  kvmem::app::AddIdsCommands(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::RuntimeError& e) {
+    return e.get_exit_code();
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  return 0;
+}

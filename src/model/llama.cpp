@@ -1,0 +1,20 @@
+// Llama family (Llama 2/3, SmolLM2, Mistral-style GGUFs): pre-norm RMSNorm blocks, SwiGLU FFN,
+// GQA, RoPE on adjacent dimension pairs — llama.cpp's converter permutes the rows of Q and K so
+// the original half-split rotation becomes the "normal" pairing — no biases, optional tied LM
+// head (SmolLM2 ties it to token_embd).
+#include "model/architecture.h"
+
+namespace kvmem::model {
+
+const Architecture& LlamaArchitecture() {
+  static constexpr Architecture kArch{
+      .arch = Arch::kLlama,
+      .gguf_name = "llama",
+      .rope_mode = kernels::RopeMode::kNormal,
+      .qkv_bias = false,
+      .qk_norm = false,
+  };
+  return kArch;
+}
+
+}  // namespace kvmem::model

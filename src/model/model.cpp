@@ -1,0 +1,223 @@
+#include "model/model.h"
+
+#include <cmath>
+#include <optional>
+#include <string>
+
+#include "core/fp16.h"
+#include "core/hash.h"
+#include "kernels/type_traits.h"
+#include "model/architecture.h"
+
+namespace kvmem::model {
+
+using gguf::Key;
+
+float ModelSpec::attn_scale() const { return 1.0f / std::sqrt(static_cast<float>(head_dim_k)); }
+
+const char* ArchName(Arch arch) {
+  switch (arch) {
+    case Arch::kLlama: return "llama";
+    case Arch::kQwen2: return "qwen2";
+    case Arch::kQwen3: return "qwen3";
+  }
+  return "unknown";
+}
+
+std::span<const Architecture* const> SupportedArchitectures() {
+  static const Architecture* const kAll[] = {&LlamaArchitecture(), &Qwen2Architecture(),
+                                             &Qwen3Architecture()};
+  return kAll;
+}
+
+// Reads tensors with shape checks; every failure names the tensor.
+class ModelLoader {
+ public:
+  explicit ModelLoader(const gguf::GgufFile& f) : f_(f) {}
+
+  Status ReadSpec(const Architecture& a, ModelSpec* s);
+  Status ReadWeights(const Architecture& a, const ModelSpec& s, ModelWeights* w, size_t* bytes);
+
+ private:
+  Result<kernels::WeightMatrix> Matrix(const std::string& name, int64_t n_in, int64_t n_out);
+  Result<std::vector<float>> Vector(const std::string& name, int64_t n);
+  Result<int> PositiveInt(Key key, int64_t max, std::optional<int64_t> fallback = std::nullopt);
+
+  const gguf::GgufFile& f_;
+  size_t bytes_ = 0;
+};
+
+Result<int> ModelLoader::PositiveInt(Key key, int64_t max, std::optional<int64_t> fallback) {
+  Result<int64_t> v = fallback ? f_.GetIntOr(key, *fallback) : f_.GetInt(key);
+  if (!v.ok()) return v.status();
+  if (*v <= 0 || *v > max) {
+    return Corrupt("metadata '" + f_.Name(key) + "' = " + std::to_string(*v) +
+                   " is outside [1, " + std::to_string(max) + "]");
+  }
+  return static_cast<int>(*v);
+}
+
+Status ModelLoader::ReadSpec(const Architecture& a, ModelSpec* s) {
+  s->arch = a.arch;
+  s->arch_name = std::string(a.gguf_name);
+  Result<std::string_view> name = f_.GetStringOr(Key::kGeneralName, "");
+  if (name.ok()) s->name = std::string(*name);
+  KVMEM_ASSIGN_OR_RETURN(s->n_layers, PositiveInt(Key::kBlockCount, 1024));
+  KVMEM_ASSIGN_OR_RETURN(s->n_embd, PositiveInt(Key::kEmbeddingLength, 1 << 16));
+  KVMEM_ASSIGN_OR_RETURN(s->n_heads, PositiveInt(Key::kHeadCount, 1024));
+  KVMEM_ASSIGN_OR_RETURN(s->n_kv_heads, PositiveInt(Key::kHeadCountKv, 1024, s->n_heads));
+  KVMEM_ASSIGN_OR_RETURN(s->n_ff, PositiveInt(Key::kFeedForwardLength, 1 << 18));
+  KVMEM_ASSIGN_OR_RETURN(s->n_ctx_train, PositiveInt(Key::kContextLength, 1 << 24, 4096));
+  if (s->n_heads % s->n_kv_heads != 0) {
+    return Corrupt("head_count " + std::to_string(s->n_heads) +
+                   " is not a multiple of head_count_kv " + std::to_string(s->n_kv_heads));
+  }
+  if (!f_.Has(Key::kKeyLength) && s->n_embd % s->n_heads != 0) {
+    return Corrupt("embedding_length is not a multiple of head_count and key_length is absent");
+  }
+  KVMEM_ASSIGN_OR_RETURN(s->head_dim_k,
+                         PositiveInt(Key::kKeyLength, 1024, s->n_embd / s->n_heads));
+  KVMEM_ASSIGN_OR_RETURN(s->head_dim_v, PositiveInt(Key::kValueLength, 1024, s->head_dim_k));
+  if (s->head_dim_v != s->head_dim_k) {
+    return Unsupported("value_length " + std::to_string(s->head_dim_v) + " != key_length " +
+                       std::to_string(s->head_dim_k));
+  }
+  KVMEM_ASSIGN_OR_RETURN(s->rope_dim, PositiveInt(Key::kRopeDimensionCount, 1024, s->head_dim_k));
+  if (s->rope_dim > s->head_dim_k || s->rope_dim % 2 != 0) {
+    return Corrupt("rope.dimension_count " + std::to_string(s->rope_dim) +
+                   " must be even and <= the head size " + std::to_string(s->head_dim_k));
+  }
+  KVMEM_ASSIGN_OR_RETURN(s->rope_freq_base, f_.GetFloatOr(Key::kRopeFreqBase, 10000.0f));
+  KVMEM_ASSIGN_OR_RETURN(s->rms_eps, f_.GetFloat(Key::kLayerNormRmsEps));
+  if (!(s->rope_freq_base > 1.0f) || !std::isfinite(s->rope_freq_base)) {
+    return Corrupt("rope.freq_base must be a finite number > 1");
+  }
+  if (!(s->rms_eps > 0.0f) || !(s->rms_eps < 1.0f)) {
+    return Corrupt("attention.layer_norm_rms_epsilon must be in (0, 1)");
+  }
+  Result<std::string_view> scaling = f_.GetStringOr(Key::kRopeScalingType, "none");
+  if (scaling.ok() && *scaling != "none" && *scaling != "") {
+    return Unsupported("rope scaling '" + std::string(*scaling) + "'");
+  }
+  s->rope_mode = a.rope_mode;
+  s->qkv_bias = a.qkv_bias;
+  s->qk_norm = a.qk_norm;
+  const gguf::TensorInfo* embd = f_.FindTensor("token_embd.weight");
+  if (embd == nullptr) return NotFound("tensor 'token_embd.weight' is missing");
+  if (embd->n_dims != 2 || embd->dims[0] != s->n_embd) {
+    return Corrupt("tensor 'token_embd.weight' must be (n_vocab, " + std::to_string(s->n_embd) +
+                   ")");
+  }
+  s->n_vocab = static_cast<int>(embd->dims[1]);
+  s->tied_output = f_.FindTensor("output.weight") == nullptr;
+  return Status::Ok();
+}
+
+Result<kernels::WeightMatrix> ModelLoader::Matrix(const std::string& name, int64_t n_in,
+                                                  int64_t n_out) {
+  KVMEM_ASSIGN_OR_RETURN(const gguf::TensorInfo* t, f_.GetTensor(name));
+  if (t->n_dims != 2 || t->dims[0] != n_in || t->dims[1] != n_out) {
+    return Corrupt("tensor '" + name + "' has shape [" + std::to_string(t->dims[0]) + ", " +
+                   std::to_string(t->dims[1]) + "], expected [" + std::to_string(n_in) + ", " +
+                   std::to_string(n_out) + "]");
+  }
+  if (kernels::GetTypeTraits(t->type) == nullptr || kernels::GetTypeTraits(t->type)->vec_dot == nullptr) {
+    return Unsupported("tensor '" + name + "' has type " + DTypeName(t->type) +
+                       ", which kvmem cannot multiply");
+  }
+  kernels::WeightMatrix m;
+  m.type = t->type;
+  m.data = t->data;
+  m.n_in = n_in;
+  m.n_out = n_out;
+  m.row_bytes = static_cast<size_t>(t->n_bytes / n_out);
+  bytes_ += t->n_bytes;
+  return m;
+}
+
+Result<std::vector<float>> ModelLoader::Vector(const std::string& name, int64_t n) {
+  KVMEM_ASSIGN_OR_RETURN(const gguf::TensorInfo* t, f_.GetTensor(name));
+  if (t->n_elements != n) {
+    return Corrupt("tensor '" + name + "' has " + std::to_string(t->n_elements) +
+                   " elements, expected " + std::to_string(n));
+  }
+  const kernels::TypeTraits* tt = kernels::GetTypeTraits(t->type);
+  if (tt == nullptr || tt->to_float == nullptr) {
+    return Unsupported("tensor '" + name + "' has unsupported type " + DTypeName(t->type));
+  }
+  std::vector<float> v(n);
+  tt->to_float(t->data, v.data(), n);
+  bytes_ += t->n_bytes;
+  return v;
+}
+
+Status ModelLoader::ReadWeights(const Architecture& a, const ModelSpec& s, ModelWeights* w,
+                                size_t* bytes) {
+  KVMEM_ASSIGN_OR_RETURN(w->tok_embd, Matrix("token_embd.weight", s.n_embd, s.n_vocab));
+  KVMEM_ASSIGN_OR_RETURN(w->output_norm, Vector("output_norm.weight", s.n_embd));
+  if (s.tied_output) {
+    w->output = w->tok_embd;
+  } else {
+    KVMEM_ASSIGN_OR_RETURN(w->output, Matrix("output.weight", s.n_embd, s.n_vocab));
+  }
+  w->layers.resize(s.n_layers);
+  for (int i = 0; i < s.n_layers; ++i) {
+    LayerWeights& l = w->layers[i];
+    const std::string p = "blk." + std::to_string(i) + ".";
+    KVMEM_ASSIGN_OR_RETURN(l.attn_norm, Vector(p + "attn_norm.weight", s.n_embd));
+    KVMEM_ASSIGN_OR_RETURN(l.wq, Matrix(p + "attn_q.weight", s.n_embd, s.q_dim()));
+    KVMEM_ASSIGN_OR_RETURN(l.wk, Matrix(p + "attn_k.weight", s.n_embd, s.k_dim()));
+    KVMEM_ASSIGN_OR_RETURN(l.wv, Matrix(p + "attn_v.weight", s.n_embd, s.v_dim()));
+    KVMEM_ASSIGN_OR_RETURN(l.wo,
+                           Matrix(p + "attn_output.weight", s.n_heads * s.head_dim_v, s.n_embd));
+    if (a.qkv_bias) {
+      KVMEM_ASSIGN_OR_RETURN(l.bq, Vector(p + "attn_q.bias", s.q_dim()));
+      KVMEM_ASSIGN_OR_RETURN(l.bk, Vector(p + "attn_k.bias", s.k_dim()));
+      KVMEM_ASSIGN_OR_RETURN(l.bv, Vector(p + "attn_v.bias", s.v_dim()));
+    }
+    if (a.qk_norm) {
+      KVMEM_ASSIGN_OR_RETURN(l.q_norm, Vector(p + "attn_q_norm.weight", s.head_dim_k));
+      KVMEM_ASSIGN_OR_RETURN(l.k_norm, Vector(p + "attn_k_norm.weight", s.head_dim_k));
+    }
+    KVMEM_ASSIGN_OR_RETURN(l.ffn_norm, Vector(p + "ffn_norm.weight", s.n_embd));
+    KVMEM_ASSIGN_OR_RETURN(l.w_gate, Matrix(p + "ffn_gate.weight", s.n_embd, s.n_ff));
+    KVMEM_ASSIGN_OR_RETURN(l.w_up, Matrix(p + "ffn_up.weight", s.n_embd, s.n_ff));
+    KVMEM_ASSIGN_OR_RETURN(l.w_down, Matrix(p + "ffn_down.weight", s.n_ff, s.n_embd));
+  }
+  *bytes = bytes_;
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<Model>> Model::Load(const std::string& path) {
+  KVMEM_ASSIGN_OR_RETURN(gguf::GgufFile file, gguf::GgufFile::Open(path));
+  std::unique_ptr<Model> m(new Model());
+  m->file_ = std::make_unique<gguf::GgufFile>(std::move(file));
+  const gguf::GgufFile& f = *m->file_;
+  const Architecture* arch = nullptr;
+  for (const Architecture* a : SupportedArchitectures()) {
+    if (a->gguf_name == f.architecture()) arch = a;
+  }
+  if (arch == nullptr) {
+    return Unsupported("'" + path + "': architecture '" + std::string(f.architecture()) +
+                       "' is not supported (llama, qwen2, qwen3)");
+  }
+  ModelLoader loader(f);
+  Status st = loader.ReadSpec(*arch, &m->spec_);
+  if (st.ok()) st = loader.ReadWeights(*arch, m->spec_, &m->weights_, &m->weight_bytes_);
+  if (!st.ok()) return st.WithContext("'" + path + "'");
+  const uint64_t size = f.bytes().size();
+  m->fingerprint_ = Fnv1a64(f.bytes().data(), static_cast<size_t>(f.data_offset()));
+  m->fingerprint_ = Fnv1a64(&size, sizeof(size), m->fingerprint_);
+  return m;
+}
+
+kv::KvGeometry Model::kv_geometry(int block_rows) const {
+  return {spec_.n_layers, spec_.n_kv_heads, spec_.head_dim_k, spec_.head_dim_v, block_rows};
+}
+
+std::vector<kv::RopeSpec> Model::rope_specs() const {
+  return std::vector<kv::RopeSpec>(spec_.n_layers,
+                                   {spec_.rope_dim, spec_.rope_freq_base, spec_.rope_mode});
+}
+
+}  // namespace kvmem::model

@@ -1,0 +1,46 @@
+// A loaded model: the mmap'd GGUF, its ModelSpec and weight views. Loading dispatches on
+// general.architecture to the family's thin loader (llama.cpp, qwen2.cpp, qwen3.cpp in this
+// directory), which reads its hyper-parameters and tensors through the shared helpers of
+// model_loader.h. Immutable after Load; thread-safe for concurrent reads.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "gguf/gguf_file.h"
+#include "kv/kv_pool.h"
+#include "model/model_spec.h"
+#include "model/weights.h"
+
+namespace kvmem::model {
+
+class Model {
+ public:
+  static Result<std::unique_ptr<Model>> Load(const std::string& path);
+
+  const ModelSpec& spec() const { return spec_; }
+  const ModelWeights& weights() const { return weights_; }
+  const gguf::GgufFile& file() const { return *file_; }
+  // FNV-1a over the GGUF header and tensor table: names the exact model a KV cache belongs to.
+  uint64_t fingerprint() const { return fingerprint_; }
+  // Bytes of all weight tensors.
+  size_t weight_bytes() const { return weight_bytes_; }
+
+  kv::KvGeometry kv_geometry(int block_rows) const;
+  // How each layer's keys are rotated (for re-positioning stored rows).
+  std::vector<kv::RopeSpec> rope_specs() const;
+
+ private:
+  friend class ModelLoader;
+  Model() = default;
+
+  std::unique_ptr<gguf::GgufFile> file_;
+  ModelSpec spec_;
+  ModelWeights weights_;
+  uint64_t fingerprint_ = 0;
+  size_t weight_bytes_ = 0;
+};
+
+}  // namespace kvmem::model

@@ -1,0 +1,33 @@
+// Views of a model's tensors: matrices point into the mmap'd GGUF (no copy); 1-D tensors (norm
+// weights, biases) are converted once to owned float vectors since they are tiny and read every
+// token. Thread-safe for concurrent reads.
+#pragma once
+
+#include <vector>
+
+#include "kernels/matmul.h"
+
+namespace kvmem::model {
+
+struct LayerWeights {
+  std::vector<float> attn_norm;  // (n_embd)
+  kernels::WeightMatrix wq;      // (q_dim, n_embd)
+  kernels::WeightMatrix wk;      // (k_dim, n_embd)
+  kernels::WeightMatrix wv;      // (v_dim, n_embd)
+  kernels::WeightMatrix wo;      // (n_embd, n_heads * head_dim_v)
+  std::vector<float> bq, bk, bv;  // (q_dim), (k_dim), (v_dim); empty unless spec.qkv_bias
+  std::vector<float> q_norm, k_norm;  // (head_dim_k); empty unless spec.qk_norm
+  std::vector<float> ffn_norm;   // (n_embd)
+  kernels::WeightMatrix w_gate;  // (n_ff, n_embd)
+  kernels::WeightMatrix w_up;    // (n_ff, n_embd)
+  kernels::WeightMatrix w_down;  // (n_embd, n_ff)
+};
+
+struct ModelWeights {
+  kernels::WeightMatrix tok_embd;  // (n_vocab, n_embd)
+  std::vector<float> output_norm;  // (n_embd)
+  kernels::WeightMatrix output;    // (n_vocab, n_embd); == tok_embd when tied
+  std::vector<LayerWeights> layers;
+};
+
+}  // namespace kvmem::model
