@@ -1,0 +1,119 @@
+// Test fixture: a tiny random-weight llama / qwen2 / qwen3 GGUF written to a temp file, with F32
+// weights drawn from a seeded normal distribution (the GGUF test writer lays out the file; the
+// weights are then written over its placeholder tensor bytes).
+#pragma once
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gguf/gguf_file.h"
+#include "../gguf/gguf_test_writer.h"
+
+namespace kvmem::model::testing {
+
+struct TinyConfig {
+  std::string arch = "llama";
+  int n_layers = 2;
+  int n_embd = 32;
+  int n_heads = 4;
+  int n_kv_heads = 2;
+  int head_dim = 8;
+  int n_ff = 48;
+  int n_vocab = 64;
+  float rope_base = 10000.0f;
+  bool tied = true;
+  // Hooks for broken files.
+  std::string skip_tensor;
+  std::string reshape_tensor;  // given the wrong first dimension
+};
+
+inline std::vector<uint8_t> BuildTinyGguf(const TinyConfig& c, uint32_t seed = 1) {
+  using gguf::ValueType;
+  gguf::testing::GgufBuilder b;
+  const std::string a = c.arch;
+  b.String("general.architecture", a);
+  b.Scalar(a + ".block_count", ValueType::kUint32, uint32_t(c.n_layers));
+  b.Scalar(a + ".embedding_length", ValueType::kUint32, uint32_t(c.n_embd));
+  b.Scalar(a + ".feed_forward_length", ValueType::kUint32, uint32_t(c.n_ff));
+  b.Scalar(a + ".attention.head_count", ValueType::kUint32, uint32_t(c.n_heads));
+  b.Scalar(a + ".attention.head_count_kv", ValueType::kUint32, uint32_t(c.n_kv_heads));
+  b.Scalar(a + ".attention.key_length", ValueType::kUint32, uint32_t(c.head_dim));
+  b.Scalar(a + ".attention.value_length", ValueType::kUint32, uint32_t(c.head_dim));
+  b.Scalar(a + ".context_length", ValueType::kUint32, uint32_t(512));
+  b.Scalar(a + ".rope.freq_base", ValueType::kFloat32, c.rope_base);
+  b.Scalar(a + ".attention.layer_norm_rms_epsilon", ValueType::kFloat32, 1e-5f);
+  const uint32_t f32 = static_cast<uint32_t>(DType::kF32);
+  const int64_t qd = int64_t{c.n_heads} * c.head_dim, kd = int64_t{c.n_kv_heads} * c.head_dim;
+  auto add = [&](const std::string& name, std::vector<int64_t> dims) {
+    if (name == c.skip_tensor) return;
+    if (name == c.reshape_tensor) dims[0] += 1;
+    b.Tensor(name, dims, f32);
+  };
+  add("token_embd.weight", {c.n_embd, c.n_vocab});
+  add("output_norm.weight", {c.n_embd});
+  if (!c.tied) add("output.weight", {c.n_embd, c.n_vocab});
+  for (int l = 0; l < c.n_layers; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    add(p + "attn_norm.weight", {c.n_embd});
+    add(p + "attn_q.weight", {c.n_embd, qd});
+    add(p + "attn_k.weight", {c.n_embd, kd});
+    add(p + "attn_v.weight", {c.n_embd, kd});
+    add(p + "attn_output.weight", {qd, c.n_embd});
+    if (a == "qwen2") {
+      add(p + "attn_q.bias", {qd});
+      add(p + "attn_k.bias", {kd});
+      add(p + "attn_v.bias", {kd});
+    }
+    if (a == "qwen3") {
+      add(p + "attn_q_norm.weight", {c.head_dim});
+      add(p + "attn_k_norm.weight", {c.head_dim});
+    }
+    add(p + "ffn_norm.weight", {c.n_embd});
+    add(p + "ffn_gate.weight", {c.n_embd, c.n_ff});
+    add(p + "ffn_up.weight", {c.n_embd, c.n_ff});
+    add(p + "ffn_down.weight", {c.n_ff, c.n_embd});
+  }
+  std::vector<uint8_t> bytes = b.Build();
+  // Replace the placeholder bytes with sane weights: norms near 1, the rest N(0, 0.3).
+  auto parsed = gguf::GgufFile::Parse(bytes);
+  if (!parsed.ok()) return bytes;  // broken on purpose; the loader reports it
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 0.3f);
+  for (const gguf::TensorInfo& t : parsed->tensors()) {
+    const bool is_norm = t.name.find("norm") != std::string::npos;
+    uint8_t* dst = bytes.data() + (t.data - bytes.data());
+    for (int64_t i = 0; i < t.n_elements; ++i) {
+      float v = is_norm ? 1.0f + 0.2f * normal(rng) : normal(rng);
+      std::memcpy(dst + i * 4, &v, 4);
+    }
+  }
+  return bytes;
+}
+
+// Writes bytes to a unique temp file, removed on destruction.
+class TempFile {
+ public:
+  explicit TempFile(const std::vector<uint8_t>& bytes) {
+    char tmpl[] = "/tmp/kvmem_tiny_XXXXXX";
+    int fd = mkstemp(tmpl);
+    path_ = tmpl;
+    if (fd >= 0) {
+      ssize_t n = write(fd, bytes.data(), bytes.size());
+      (void)n;
+      close(fd);
+    }
+  }
+  ~TempFile() { std::remove(path_.c_str()); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace kvmem::model::testing
