@@ -1,0 +1,435 @@
+#!/usr/bin/env python3
+"""Generates the tokenizer golden vectors in tests/data/tokenizer/ from implementations that share
+no code with kvmem:
+
+  smollm2_vectors.json     SmolLM2's vocabulary and merges (read from the GGUF with the gguf
+                           package) in a Hugging Face `tokenizers` pipeline built like SmolLM2's
+                           tokenizer.json (Digits(individual) + ByteLevel). Cross-checked against
+                           llama.cpp (llama-cpp-python, vocab only) when that is installed.
+  pretok_vectors.json      The same vocabulary and merges under the GPT-2, Llama-3 and Qwen2
+                           pre-tokenizers (Split on the official regex + ByteLevel without regex,
+                           Llama-3 with ignore_merges), since those models are not downloaded.
+  spm_vectors.json         A small SentencePiece BPE model (byte fallback, Gemma-like settings)
+                           trained here with the `sentencepiece` package; its pieces, scores and
+                           types, and the ids sentencepiece encodes test texts to.
+  chat_template_vectors.json  Official chat templates (SmolLM2's from the GGUF; Qwen2, Llama-3,
+                           Gemma-3) rendered by jinja2 with the settings transformers uses.
+
+Run with the project venv (numpy, gguf, tokenizers, jinja2, sentencepiece; llama-cpp-python
+optional):
+  ~/.cache/kvmem/venv/bin/python scripts/make_tokenizer_vectors.py
+"""
+import argparse
+import json
+import os
+import random
+import sys
+import tempfile
+
+import gguf
+import jinja2
+import sentencepiece as spm
+import tokenizers
+from jinja2.ext import loopcontrols
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+
+DEFAULT_MODEL = os.path.expanduser("~/.cache/kvmem/models/SmolLM2-135M-Instruct.Q4_1.gguf")
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# Official pre-tokenizer regexes (tokenizer.json of Llama-3 and Qwen2).
+LLAMA3_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"
+                r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+QWEN2_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|"
+               r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+FIXED_CASES = [
+    "", " ", "  ", "   ", "\n", "\t", "\r\n", "a", "Hello world", "Hello, world!", " Hello",
+    "Hello ", "hello   world", "  leading spaces", "trailing spaces   ",
+    "The quick brown fox jumps over the lazy dog.",
+    "I'm sure they'll say it's fine, don't you think? We've seen it. You'd agree.",
+    "I'M SURE IT'S FINE, DON'T WE'VE THEY'LL YOU'D", "'s 't 're 've 'm 'll 'd", "''s", "'s'",
+    "rock'n'roll", "l'amour d'été", "O'Neil's", "'", "''", " 'tis",
+    "12345 3.14159", "1,000,000 and 1.000.000", "abc123def456", "Version 2.0.1-beta", "2024-01-31",
+    "0", "00", "000", "0000", " 1", "a 1 b 22 c 333 d 4444",
+    "\u0661\u0662\u0663 Arabic-Indic digits", "\u216b Roman numeral", "\u00bd \u00b2 \u2460",
+    "a\tb", "a\n\nb", "a \n b", "line1\r\nline2\r\n", "  \n  \n", "\n\n\n", "a\u00a0b",
+    "x\u3000y", "a\u2028b", "tabs\t\tand\t spaces", "\t \n \t", "foo \n\n  bar", "x  \n",
+    "word\n", "\n word", " \n", "Hello\n\nWorld  \n  foo", "\u0085next line", "\u1680ogham",
+    "\u2000\u2001en spaces a", "\u202f\u205fnarrow", "\u000b\u000cvt ff", "a\x1fb",
+    "Caf\u00e9 na\u00efve r\u00e9sum\u00e9 fa\u00e7ade \u00c5ngstr\u00f6m", "e\u0301 combining", "\u0301",
+    "\u4f60\u597d\uff0c\u4e16\u754c\uff01\u8fd9\u662f\u4e00\u4e2a\u6d4b\u8bd5\u3002",
+    "\u65e5\u672c\u8a9e\u306e\u30c6\u30ad\u30b9\u30c8\u3068\u30ab\u30bf\u30ab\u30ca \u30fc",
+    "\ud55c\uad6d\uc5b4 \ud14d\uc2a4\ud2b8\uc785\ub2c8\ub2e4",
+    "\u0420\u043e\u0441\u0441\u0438\u044f \u0438 \u0423\u043a\u0440\u0430\u0457\u043d\u0430",
+    "\u0645\u0631\u062d\u0628\u0627 \u0628\u0627\u0644\u0639\u0627\u0644\u0645",
+    "\u0928\u092e\u0938\u094d\u0924\u0947 \u0926\u0941\u0928\u093f\u092f\u093e",
+    "\u0e2a\u0e27\u0e31\u0e2a\u0e14\u0e35\u0e04\u0e23\u0e31\u0e1a",
+    "\u0393\u03b5\u03b9\u03ac \u03c3\u03bf\u03c5 \u039a\u03cc\u03c3\u03bc\u03b5",
+    "\u05e9\u05dc\u05d5\u05dd \u05e2\u05d5\u05dc\u05dd", "Apples are \u308a\u3093\u3054 \u6797\u6a8e",
+    "\u3069\u3053\u3067\u751f\u308c\u3002Yes", "\u01c5 \u02b0 \u00aa \u0905\u093e",
+    "Emoji: \U0001f600\U0001f44d\U0001f3fd\U0001f1fa\U0001f1f8 and \u2764\ufe0f",
+    "\U0001f468\u200d\U0001f469\u200d\U0001f467\u200d\U0001f466 family", "\U0001f917",
+    "zero\u200bwidth\u200djoiner\ufeffbom", "\x00\x01\x7f control",
+    "def foo(x):\n    return x ** 2  # comment\n",
+    "int main() { printf(\"%d\\n\", 42); return 0; }",
+    "<html><body><p class=\"x\">Hi</p></body></html>", "{\"a\": [1, 2, 3], \"b\": null}",
+    "if (a != b && c >= d) { x += 1; }", "    indented\n        more\n\tTab",
+    "https://example.com/path?q=1&r=two#frag", "someone@example.org",
+    "Punctuation!!! ??? ... --- (parens) [brackets] {braces}",
+    "\u00abquotes\u00bb \u201csmart\u201d \u2018single\u2019", "\u2014em dash\u2013 en dash\u2026",
+    "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "!!!!!!!!!!", "________", "============",
+    "    ", "\t\t\t", "$100 #hash @user %20 ^caret ~tilde `tick` |pipe|",
+    "<|im_start|>user\nhi<|im_end|>",
+    "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face"
+    "<|im_end|>\n<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n",
+    "<|endoftext|>", "text<|endoftext|>more", "<|im_start|><|im_end|>", "<|im_start",
+    "<|im_start|>>", "<repo_name>x<file_sep>y", " <|im_end|> ", "<reponame><repo_name>",
+    "<|im_start|>", "a<|im_end|>\n\n<|im_start|>b", "<|im_start|> user",
+    "Lorem ipsum dolor sit amet, consectetur adipiscing elit, sed do eiusmod tempor incididunt ut "
+    "labore et dolore magna aliqua. Ut enim ad minim veniam, quis nostrud exercitation ullamco "
+    "laboris nisi ut aliquip ex ea commodo consequat.",
+]
+
+# Characters the random cases are drawn from: every class the regexes distinguish.
+RANDOM_POOL = (list("abcxyzABCXYZ") + list("0123456789") + [" "] * 6 + ["\n", "\r", "\t"] +
+               list("'''.,;:!?-_()[]{}<>/\\\"#$%&*+=@^`|~") + ["s", "t", "re", "ve", "ll", "d", "M"] +
+               ["\u00e9", "\u00df", "\u4e2d", "\u6587", "\u3042", "\ud55c", "\u0416", "\u03a9"] +
+               ["\u0661", "\u00bd", "\u2167", "\u00b2"] + ["\u00a0", "\u3000", "\u2003", "\u0085"] +
+               ["\u0301", "\u093e", "\U0001f600", "\U0001f44d", "\u200d", "\ufe0f", "\u00ad"] +
+               ["<|im_start|>", "<|im_end|>", "<|endoftext|>"])
+
+
+def random_cases(n, seed):
+    rng = random.Random(seed)
+    return ["".join(rng.choice(RANDOM_POOL) for _ in range(rng.randint(1, 24))) for _ in range(n)]
+
+
+def read_gguf_vocab(path):
+    r = gguf.GGUFReader(path)
+
+    def get(key):
+        return r.fields[key].contents()
+
+    return {
+        "tokens": get("tokenizer.ggml.tokens"),
+        "token_types": get("tokenizer.ggml.token_type"),
+        "merges": get("tokenizer.ggml.merges"),
+        "chat_template": get("tokenizer.chat_template"),
+        "pre": get("tokenizer.ggml.pre"),
+    }
+
+
+def build_hf(vocab, pre_tokenizer, ignore_merges=False):
+    model = models.BPE(
+        vocab={t: i for i, t in enumerate(vocab["tokens"])},
+        merges=[tuple(m.split(" ", 1)) for m in vocab["merges"]],
+        ignore_merges=ignore_merges,
+    )
+    tok = Tokenizer(model)
+    tok.pre_tokenizer = pre_tokenizer
+    tok.decoder = decoders.ByteLevel()
+    specials = [tokenizers.AddedToken(t, special=True, normalized=False)
+                for t, ty in zip(vocab["tokens"], vocab["token_types"]) if ty == 3]
+    tok.add_special_tokens(specials)
+    return tok
+
+
+def encode(tok, text, parse_special):
+    tok.encode_special_tokens = not parse_special
+    return tok.encode(text, add_special_tokens=False).ids
+
+
+def smollm2_vectors(vocab, model_path, cases):
+    tok = build_hf(vocab, pre_tokenizers.Sequence([
+        pre_tokenizers.Digits(individual_digits=True),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)]))
+    out = []
+    for text in cases:
+        out.append({"text": text, "ids": encode(tok, text, True),
+                    "ids_no_special": encode(tok, text, False)})
+    producer = {"tool": "huggingface tokenizers", "version": tokenizers.__version__,
+                "pipeline": "BPE(gguf vocab+merges) | Sequence[Digits(individual_digits=True), "
+                            "ByteLevel(add_prefix_space=False, use_regex=True)]; control tokens "
+                            "added as special; ids_no_special with encode_special_tokens=True",
+                "vocab_source": os.path.basename(model_path)}
+    agree = cross_check_llama_cpp(model_path, out)
+    if agree is not None:
+        producer["llama_cpp_cross_check"] = agree
+    return {"producer": producer, "cases": out}
+
+
+def cross_check_llama_cpp(model_path, cases):
+    try:
+        import llama_cpp
+    except ImportError:
+        return None
+    llm = llama_cpp.Llama(model_path=model_path, vocab_only=True, verbose=False)
+    same = 0
+    total = 0
+    for case in cases:
+        raw = case["text"].encode("utf-8")
+        for key, special in (("ids", True), ("ids_no_special", False)):
+            total += 1
+            ids = llm.tokenize(raw, add_bos=False, special=special)
+            if ids == case[key]:
+                same += 1
+            else:
+                print("llama.cpp differs (%s) on %r:\n  hf  %s\n  cpp %s" %
+                      (key, case["text"], case[key], ids), file=sys.stderr)
+    return {"tool": "llama-cpp-python", "version": llama_cpp.__version__,
+            "agreeing": same, "total": total}
+
+
+def pretok_vectors(vocab, cases):
+    variants = {
+        "gpt2": (pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True), False),
+        "llama-bpe": (pre_tokenizers.Sequence([
+            pre_tokenizers.Split(Regex(LLAMA3_REGEX), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)]), True),
+        "qwen2": (pre_tokenizers.Sequence([
+            pre_tokenizers.Split(Regex(QWEN2_REGEX), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)]), False),
+    }
+    result = {"producer": {
+        "tool": "huggingface tokenizers", "version": tokenizers.__version__,
+        "pipeline": "SmolLM2 gguf vocab+merges, BPE(ignore_merges as listed) with the named "
+                    "pre-tokenizer: gpt2 = ByteLevel(use_regex=True); llama-bpe / qwen2 = "
+                    "Split(official regex, isolated) + ByteLevel(use_regex=False). No normalizer "
+                    "(Qwen2's NFC is not applied). Control tokens parsed.",
+        "regex": {"llama-bpe": LLAMA3_REGEX, "qwen2": QWEN2_REGEX}}, "variants": {}}
+    splitters = {name: pre for name, (pre, _) in variants.items()}
+    splitters["smollm"] = pre_tokenizers.Sequence([
+        pre_tokenizers.Digits(individual_digits=True),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)])
+    for name, (pre, ignore_merges) in variants.items():
+        tok = build_hf(vocab, pre, ignore_merges)
+        result["variants"][name] = {
+            "ignore_merges": ignore_merges,
+            "cases": [{"text": t, "ids": encode(tok, t, True)} for t in cases]}
+    # The words each pre-tokenizer cuts text into (offsets are in characters), so the matchers
+    # can be checked without the model. Texts with special tokens are left out: those are cut
+    # out before pre-tokenization.
+    plain = [t for t in cases if "<|" not in t]
+    result["splits"] = {"texts": plain, "pieces": {
+        name: [[t[s:e] for _, (s, e) in pre.pre_tokenize_str(t)] for t in plain]
+        for name, pre in splitters.items()}}
+    return result
+
+
+SPM_CORPUS_EXTRA = [
+    "The quick brown fox jumps over the lazy dog. Pack my box with five dozen liquor jugs.",
+    "Caf\u00e9 na\u00efve r\u00e9sum\u00e9 fa\u00e7ade \u00fcber Stra\u00dfe gar\u00e7on \u00e0 la carte",
+    "def main():\n    print('hello world')\n    return 0\n\n",
+    "<start_of_turn>user\nHow are you?<end_of_turn>\n<start_of_turn>model\nFine, thanks.<end_of_turn>",
+    "    four spaces   three  two one\ttab\t\ttwo tabs\n\nnewlines",
+    "Numbers 0 1 2 3 4 5 6 7 8 9 10 100 1000 3.14159 2024-01-31",
+    "\u4f60\u597d \u4e16\u754c \u4f60\u597d\u4e16\u754c",
+]
+
+SPM_CASES = [
+    "", " ", "  ", "a", "Hello world", " Hello world", "Hello  world   ", "The quick brown fox.",
+    "hello\nworld\n\n", "\ttabbed\tline", "Caf\u00e9 na\u00efve", "\u00fcber Stra\u00dfe",
+    "12345 3.14159", "print('hi')", "    indented", "\u4f60\u597d\u4e16\u754c",
+    "\u4f60\u597d \u043f\u0440\u0438\u0432\u0435\u0442 \U0001f600",
+    "\u65e5\u672c\u8a9e \ud55c\uad6d\uc5b4", "<start_of_turn>user\nhi<end_of_turn>\n",
+    "x<start_of_turn>y", "<s> and </s> stay text", "<0x41> literal", "\u2581already marked",
+    "Emoji \U0001f44d\U0001f3fd and \u2764\ufe0f", "a\u00a0b", "zero\u200bwidth",
+    "The license grants you the freedom to share and change all versions of a program.",
+]
+
+
+def spm_corpus():
+    lines = list(SPM_CORPUS_EXTRA) * 20
+    for path in ("/usr/share/common-licenses/GPL-3", "/usr/share/common-licenses/Apache-2.0"):
+        if os.path.exists(path):
+            with open(path, encoding="utf-8") as f:
+                lines += [l.rstrip("\n") for l in f if l.strip()]
+    return lines
+
+
+def spm_vectors(cases):
+    with tempfile.TemporaryDirectory() as tmp:
+        corpus = os.path.join(tmp, "corpus.txt")
+        with open(corpus, "w", encoding="utf-8") as f:
+            f.write("\n".join(spm_corpus()) + "\n")
+        prefix = os.path.join(tmp, "m")
+        spm.SentencePieceTrainer.train(
+            input=corpus, model_prefix=prefix, model_type="bpe", vocab_size=700,
+            byte_fallback=True, character_coverage=0.995, normalization_rule_name="identity",
+            add_dummy_prefix=False, remove_extra_whitespaces=False, split_digits=True,
+            allow_whitespace_only_pieces=True, split_by_whitespace=False,
+            user_defined_symbols=["<start_of_turn>", "<end_of_turn>"],
+            unk_id=0, bos_id=1, eos_id=2, pad_id=3, num_threads=1, minloglevel=2)
+        sp = spm.SentencePieceProcessor(model_file=prefix + ".model")
+    user_defined = {"<start_of_turn>", "<end_of_turn>"}
+    pieces, scores, types = [], [], []
+    for i in range(sp.get_piece_size()):
+        piece = sp.id_to_piece(i)
+        pieces.append(piece)
+        scores.append(sp.get_score(i))
+        if sp.is_unknown(i):
+            types.append(2)
+        elif sp.is_control(i):
+            types.append(3)
+        elif sp.is_byte(i):
+            types.append(6)
+        elif sp.is_unused(i):
+            types.append(5)
+        elif piece in user_defined:
+            types.append(4)
+        else:
+            types.append(1)
+    out = []
+    for text in cases:
+        ids = sp.encode(text)
+        case = {"text": text, "ids": ids, "decoded": sp.decode(ids)}
+        if text and not any(u in text for u in user_defined):
+            # llama.cpp's add_space_prefix prepends one space to the text before escaping.
+            case["ids_space_prefix"] = sp.encode(" " + text)
+        out.append(case)
+    return {
+        "producer": {"tool": "sentencepiece", "version": spm.__version__,
+                     "training": "bpe, vocab_size=700, byte_fallback, identity normalization, "
+                                 "add_dummy_prefix=False, remove_extra_whitespaces=False, "
+                                 "split_digits, user_defined <start_of_turn> <end_of_turn>; "
+                                 "corpus: fixed sentences + Debian GPL-3/Apache-2.0 texts",
+                     "ids_space_prefix": "sp.encode(' ' + text): what add_space_prefix must give"},
+        "unk_id": sp.unk_id(), "bos_id": sp.bos_id(), "eos_id": sp.eos_id(), "pad_id": sp.pad_id(),
+        "tokens": pieces, "scores": scores, "token_types": types, "cases": out}
+
+
+QWEN2_TEMPLATE = (
+    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
+    "{{ '<|im_start|>system\\nYou are a helpful assistant.<|im_end|>\\n' }}{% endif %}"
+    "{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}"
+    "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
+LLAMA3_TEMPLATE = (
+    "{% set loop_messages = messages %}{% for message in loop_messages %}"
+    "{% set content = '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n'+ "
+    "message['content'] | trim + '<|eot_id|>' %}{% if loop.index0 == 0 %}"
+    "{% set content = bos_token + content %}{% endif %}{{ content }}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}"
+    "{% endif %}")
+# google/gemma-3-*-it tokenizer_config.json.
+GEMMA3_TEMPLATE = r"""{{ bos_token }}
+{%- if messages[0]['role'] == 'system' -%}
+    {%- if messages[0]['content'] is string -%}
+        {%- set first_user_prefix = messages[0]['content'] + '\n\n' -%}
+    {%- else -%}
+        {%- set first_user_prefix = messages[0]['content'][0]['text'] + '\n\n' -%}
+    {%- endif -%}
+    {%- set loop_messages = messages[1:] -%}
+{%- else -%}
+    {%- set first_user_prefix = "" -%}
+    {%- set loop_messages = messages -%}
+{%- endif -%}
+{%- for message in loop_messages -%}
+    {%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) -%}
+        {{ raise_exception("Conversation roles must alternate user/assistant/user/assistant/...") }}
+    {%- endif -%}
+    {%- if (message['role'] == 'assistant') -%}
+        {%- set role = "model" -%}
+    {%- else -%}
+        {%- set role = message['role'] -%}
+    {%- endif -%}
+    {{ '<start_of_turn>' + role + '\n' + (first_user_prefix if loop.first else "") }}
+    {%- if message['content'] is string -%}
+        {{ message['content'] | trim }}
+    {%- elif message['content'] is iterable -%}
+        {%- for item in message['content'] -%}
+            {%- if item['type'] == 'image' -%}
+                {{ '<start_of_image>' }}
+            {%- elif item['type'] == 'text' -%}
+                {{ item['text'] | trim }}
+            {%- endif -%}
+        {%- endfor -%}
+    {%- else -%}
+        {{ raise_exception("Invalid content type") }}
+    {%- endif -%}
+    {{ '<end_of_turn>\n' }}
+{%- endfor -%}
+{%- if add_generation_prompt -%}
+    {{'<start_of_turn>model\n'}}
+{%- endif -%}
+"""
+
+CONVERSATIONS = [
+    [{"role": "user", "content": "Hello!"}],
+    [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Hi"},
+     {"role": "assistant", "content": "Hello."}, {"role": "user", "content": "How are you?"}],
+    [{"role": "user", "content": "  padded  \n"}, {"role": "assistant", "content": " reply "}],
+    [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
+     {"role": "user", "content": "c"}, {"role": "assistant", "content": "d"}],
+    [{"role": "user", "content": "\u3053\u3093\u306b\u3061\u306f \U0001f600\n\nline two"}],
+    [{"role": "system", "content": "Only a system prompt."}],
+    [{"role": "user", "content": "\u3000\u00a0 unicode spaces \u2003\x1c"}],
+    [{"role": "system", "content": "  sys  "}, {"role": "user", "content": "q"}],
+    [{"role": "user", "content": ""}, {"role": "assistant", "content": ""}],
+    [{"role": "user", "content": "one"}, {"role": "user", "content": "two"}],
+    [{"role": "assistant", "content": "I start."}],
+    [{"role": "user", "content": "hi"}, {"role": "system", "content": "late system"}],
+]
+
+
+def chat_template_vectors(smollm2_template):
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                                        extensions=[loopcontrols])
+
+    def raise_exception(message):
+        raise jinja2.exceptions.TemplateError(message)
+
+    env.globals["raise_exception"] = raise_exception
+    templates = {"smollm2": smollm2_template, "qwen2": QWEN2_TEMPLATE, "llama3": LLAMA3_TEMPLATE,
+                 "gemma3": GEMMA3_TEMPLATE}
+    cases = []
+    for name, source in templates.items():
+        compiled = env.from_string(source)
+        for messages in CONVERSATIONS:
+            for add_generation_prompt in (False, True):
+                case = {"template": name, "messages": messages,
+                        "add_generation_prompt": add_generation_prompt}
+                try:
+                    case["rendered"] = compiled.render(
+                        messages=messages, add_generation_prompt=add_generation_prompt,
+                        bos_token="", eos_token="")
+                except jinja2.exceptions.TemplateError as e:
+                    case["error"] = str(e)
+                cases.append(case)
+    return {"producer": {"tool": "jinja2", "version": jinja2.__version__,
+                         "settings": "ImmutableSandboxedEnvironment(trim_blocks, lstrip_blocks, "
+                                     "loopcontrols) + raise_exception, as transformers; "
+                                     "bos_token='' (the tokenizer adds BOS)",
+                         "sources": "smollm2: tokenizer.chat_template of the SmolLM2 GGUF; "
+                                    "qwen2: Qwen2-*-Instruct; llama3: Meta-Llama-3-*-Instruct; "
+                                    "gemma3: gemma-3-*-it"},
+            "templates": templates, "cases": cases}
+
+
+def write(path, data):
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(data, f, ensure_ascii=False, indent=None, separators=(",", ":"))
+        f.write("\n")
+    print("wrote", path, file=sys.stderr)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--model", default=DEFAULT_MODEL)
+    ap.add_argument("--out", default=os.path.join(REPO, "tests", "data", "tokenizer"))
+    ap.add_argument("--dump-vocab", help="also write the GGUF's tokenizer arrays to this JSON")
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    vocab = read_gguf_vocab(args.model)
+    if args.dump_vocab:
+        write(args.dump_vocab, vocab)
+    cases = FIXED_CASES + random_cases(200, seed=1234)
+    write(os.path.join(args.out, "smollm2_vectors.json"), smollm2_vectors(vocab, args.model, cases))
+    write(os.path.join(args.out, "pretok_vectors.json"), pretok_vectors(vocab, cases))
+    write(os.path.join(args.out, "spm_vectors.json"), spm_vectors(SPM_CASES))
+    write(os.path.join(args.out, "chat_template_vectors.json"),
+          chat_template_vectors(vocab["chat_template"]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,210 @@
+#include "tokenizer/chat_template.h"
+
+#include "tokenizer/unicode.h"
+
+namespace kvmem::tokenizer {
+namespace {
+
+bool Contains(std::string_view s, std::string_view what) {
+  return s.find(what) != std::string_view::npos;
+}
+
+// Python's str.isspace(): White_Space plus the ASCII information separators U+001C..U+001F.
+bool IsPythonSpace(uint32_t cp) {
+  return (cp >= 0x1C && cp <= 0x1F) || (CodepointFlags(cp) & kCpWhitespace);
+}
+
+// Decodes a Jinja (Python) string literal body: \n \t \r \\ \' \" escapes; others kept as is.
+std::string UnescapeLiteral(std::string_view s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '\\' || i + 1 == s.size()) {
+      out.push_back(s[i]);
+      continue;
+    }
+    const char c = s[++i];
+    switch (c) {
+      case 'n':
+        out.push_back('\n');
+        break;
+      case 't':
+        out.push_back('\t');
+        break;
+      case 'r':
+        out.push_back('\r');
+        break;
+      case '\\':
+      case '\'':
+      case '"':
+        out.push_back(c);
+        break;
+      default:
+        out.push_back('\\');
+        out.push_back(c);
+    }
+  }
+  return out;
+}
+
+// The body of the string literal that starts right after `prefix` in `source`, up to (not
+// including) `terminator`, searching each occurrence of `prefix` in turn. Only bodies that stay
+// inside one literal (no quote before the terminator) and are not empty count.
+std::string FindLiteralAfter(std::string_view source, std::string_view prefix,
+                             std::string_view terminator) {
+  for (size_t pos = source.find(prefix); pos != std::string_view::npos;
+       pos = source.find(prefix, pos + 1)) {
+    const size_t begin = pos + prefix.size();
+    const size_t end = source.find(terminator, begin);
+    if (end == std::string_view::npos) break;
+    const std::string_view body = source.substr(begin, end - begin);
+    if (body.empty() || body.find_first_of("'\"{}") != std::string_view::npos) continue;
+    return UnescapeLiteral(body);
+  }
+  return {};
+}
+
+std::string DetectChatMlSystemPrompt(std::string_view source) {
+  // The newline after the role is a "\n" escape in most sources, a raw newline in some.
+  for (std::string_view prefix : {"<|im_start|>system\\n", "<|im_start|>system\n"}) {
+    std::string prompt = FindLiteralAfter(source, prefix, "<|im_end|>");
+    if (!prompt.empty()) return prompt;
+  }
+  return {};
+}
+
+void RenderChatMl(const ChatTemplate& tmpl, std::span<const ChatMessage> messages,
+                  std::string* out) {
+  if (!messages.empty() && messages[0].role != "system" && !tmpl.default_system_prompt.empty()) {
+    *out += "<|im_start|>system\n" + tmpl.default_system_prompt + "<|im_end|>\n";
+  }
+  for (const ChatMessage& m : messages) {
+    *out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
+  }
+}
+
+void RenderLlama3(std::span<const ChatMessage> messages, std::string* out) {
+  for (const ChatMessage& m : messages) {
+    *out += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n";
+    *out += TrimPythonWhitespace(m.content);
+    *out += "<|eot_id|>";
+  }
+}
+
+Status RenderGemma(const ChatTemplate& tmpl, std::span<const ChatMessage> messages,
+                   std::string* out) {
+  std::string first_user_prefix;
+  if (!messages.empty() && messages[0].role == "system") {
+    if (!tmpl.gemma_system_supported) return InvalidArgument("System role not supported");
+    first_user_prefix = messages[0].content + tmpl.gemma_system_separator;
+    messages = messages.subspan(1);
+  }
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    if ((m.role == "user") != (i % 2 == 0)) {
+      return InvalidArgument("Conversation roles must alternate user/assistant/user/assistant/...");
+    }
+    *out += "<start_of_turn>" + (m.role == "assistant" ? std::string("model") : m.role) + "\n";
+    if (i == 0) *out += first_user_prefix;
+    *out += TrimPythonWhitespace(m.content);
+    *out += "<end_of_turn>\n";
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::string_view TrimPythonWhitespace(std::string_view s) {
+  size_t begin = 0;
+  while (begin < s.size()) {
+    const Utf8Char c = DecodeUtf8(s, begin);
+    if (!c.valid || !IsPythonSpace(c.cp)) break;
+    begin += c.len;
+  }
+  // Scan forward, remembering where the last non-space character ended.
+  size_t end = begin;
+  for (size_t pos = begin; pos < s.size();) {
+    const Utf8Char c = DecodeUtf8(s, pos);
+    pos += c.len;
+    if (!c.valid || !IsPythonSpace(c.cp)) end = pos;
+  }
+  return s.substr(begin, end - begin);
+}
+
+const char* ChatTemplateKindName(ChatTemplateKind kind) {
+  switch (kind) {
+    case ChatTemplateKind::kChatMl:
+      return "chatml";
+    case ChatTemplateKind::kLlama3:
+      return "llama3";
+    case ChatTemplateKind::kGemma:
+      return "gemma";
+  }
+  return "?";
+}
+
+ChatTemplate ChatTemplateFor(ChatTemplateKind kind) {
+  ChatTemplate t;
+  t.kind = kind;
+  return t;
+}
+
+Result<ChatTemplate> DetectChatTemplate(std::string_view source, std::string_view architecture) {
+  ChatTemplate t;
+  if (source.empty()) {
+    if (architecture.substr(0, 5) == "gemma") return ChatTemplateFor(ChatTemplateKind::kGemma);
+    if (architecture == "qwen2") {
+      t.default_system_prompt = kQwen2SystemPrompt;
+      return t;
+    }
+    return NotFound("no chat template in the model and none known for architecture '" +
+                    std::string(architecture) + "'");
+  }
+  if (Contains(source, "<|im_start|>")) {
+    t.kind = ChatTemplateKind::kChatMl;
+    t.default_system_prompt = DetectChatMlSystemPrompt(source);
+    return t;
+  }
+  if (Contains(source, "<|start_header_id|>")) {
+    if (Contains(source, "Cutting Knowledge Date")) {
+      return Unsupported("Llama-3.1+ chat template (dated system header, tools)");
+    }
+    t.kind = ChatTemplateKind::kLlama3;
+    return t;
+  }
+  if (Contains(source, "<start_of_turn>")) {
+    t.kind = ChatTemplateKind::kGemma;
+    std::string separator =
+        FindLiteralAfter(source, "first_user_prefix = messages[0]['content'] + '", "'");
+    if (!separator.empty()) t.gemma_system_separator = separator;
+    t.gemma_system_supported = !Contains(source, "System role not supported");
+    return t;
+  }
+  return Unsupported("chat template of an unknown family (supported: ChatML, Llama-3, Gemma)");
+}
+
+Result<std::string> RenderChat(const ChatTemplate& tmpl, std::span<const ChatMessage> messages,
+                               bool add_generation_prompt) {
+  std::string out;
+  switch (tmpl.kind) {
+    case ChatTemplateKind::kChatMl:
+      RenderChatMl(tmpl, messages, &out);
+      if (add_generation_prompt) out += "<|im_start|>assistant\n";
+      break;
+    case ChatTemplateKind::kLlama3:
+      RenderLlama3(messages, &out);
+      if (add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
+      break;
+    case ChatTemplateKind::kGemma:
+      KVMEM_RETURN_IF_ERROR(RenderGemma(tmpl, messages, &out));
+      if (add_generation_prompt) out += "<start_of_turn>model\n";
+      break;
+  }
+  return out;
+}
+
+Result<std::string> RenderChat(ChatTemplateKind kind, std::span<const ChatMessage> messages,
+                               bool add_generation_prompt) {
+  return RenderChat(ChatTemplateFor(kind), messages, add_generation_prompt);
+}
+
+}  // namespace kvmem::tokenizer

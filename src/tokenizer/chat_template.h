@@ -1,0 +1,67 @@
+// Chat prompt formatting for the model families kvmem runs. Not a Jinja engine: the family is
+// detected from the GGUF's tokenizer.chat_template source (or general.architecture when there
+// is none), and each family's official template is re-implemented by hand. Output equals what
+// transformers' Jinja rendering gives with bos_token = "" (the tokenizer adds BOS itself).
+//
+//   kChatMl  <|im_start|>role\ncontent<|im_end|>\n ...          generation: <|im_start|>assistant\n
+//            SmolLM2 and Qwen2 insert a default system turn when the first message is not one.
+//   kLlama3  <|start_header_id|>role<|end_header_id|>\n\ntrim(content)<|eot_id|> ...
+//            generation: <|start_header_id|>assistant<|end_header_id|>\n\n
+//   kGemma   <start_of_turn>user\n[system + "\n\n"]trim(content)<end_of_turn>\n ...; roles must
+//            alternate user/assistant; "assistant" is written "model".
+//            generation: <start_of_turn>model\n
+//
+// Thread-safe: pure functions.
+#pragma once
+
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "core/status.h"
+
+namespace kvmem::tokenizer {
+
+enum class ChatTemplateKind { kChatMl, kLlama3, kGemma };
+
+struct ChatMessage {
+  std::string role;  // "system", "user", "assistant" (others are passed through)
+  std::string content;
+};
+
+struct ChatTemplate {
+  ChatTemplateKind kind = ChatTemplateKind::kChatMl;
+  // kChatMl: the system turn inserted when the first message is not "system"; "" for none.
+  std::string default_system_prompt;
+  // kGemma: appended to a leading system message, which then opens the first user turn.
+  std::string gemma_system_separator = "\n\n";
+  // kGemma: false for Gemma-2's template, which rejects a system message.
+  bool gemma_system_supported = true;
+};
+
+inline constexpr std::string_view kSmolLm2SystemPrompt =
+    "You are a helpful AI assistant named SmolLM, trained by Hugging Face";
+inline constexpr std::string_view kQwen2SystemPrompt = "You are a helpful assistant.";
+
+const char* ChatTemplateKindName(ChatTemplateKind kind);
+
+// The family's template with its defaults (plain ChatML without a default system prompt).
+ChatTemplate ChatTemplateFor(ChatTemplateKind kind);
+
+// Recognizes the family of a Jinja chat template and its parameters (default system prompt,
+// Gemma's system separator). With an empty source, falls back to `architecture` ("gemma*",
+// "qwen2"). Unsupported for a template of another family; NotFound when neither says anything.
+Result<ChatTemplate> DetectChatTemplate(std::string_view jinja_source,
+                                        std::string_view architecture);
+
+// The prompt text for `messages`, to be encoded with parse_special = true. InvalidArgument where
+// the official template raises (Gemma: roles not alternating, or a system message it rejects).
+Result<std::string> RenderChat(const ChatTemplate& tmpl, std::span<const ChatMessage> messages,
+                               bool add_generation_prompt);
+Result<std::string> RenderChat(ChatTemplateKind kind, std::span<const ChatMessage> messages,
+                               bool add_generation_prompt);
+
+// Python's str.strip() (Jinja's trim filter): removes leading and trailing Unicode whitespace.
+std::string_view TrimPythonWhitespace(std::string_view s);
+
+}  // namespace kvmem::tokenizer

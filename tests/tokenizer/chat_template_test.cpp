@@ -1,0 +1,118 @@
+// Chat templates against the official Jinja templates rendered by jinja2
+// (scripts/make_tokenizer_vectors.py -> chat_template_vectors.json).
+#include "tokenizer/chat_template.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "test_util.h"
+
+namespace kvmem::tokenizer {
+namespace {
+
+TEST(ChatTemplate, DetectsOfficialTemplates) {
+  const auto v = testing::LoadVectors("chat_template_vectors.json");
+  const auto& t = v["templates"];
+  auto smollm2 = DetectChatTemplate(t["smollm2"].get<std::string>(), "llama");
+  ASSERT_TRUE(smollm2.ok()) << smollm2.status().ToString();
+  EXPECT_EQ(smollm2->kind, ChatTemplateKind::kChatMl);
+  EXPECT_EQ(smollm2->default_system_prompt, kSmolLm2SystemPrompt);
+  auto qwen2 = DetectChatTemplate(t["qwen2"].get<std::string>(), "qwen2");
+  ASSERT_TRUE(qwen2.ok());
+  EXPECT_EQ(qwen2->kind, ChatTemplateKind::kChatMl);
+  EXPECT_EQ(qwen2->default_system_prompt, kQwen2SystemPrompt);
+  auto llama3 = DetectChatTemplate(t["llama3"].get<std::string>(), "llama");
+  ASSERT_TRUE(llama3.ok());
+  EXPECT_EQ(llama3->kind, ChatTemplateKind::kLlama3);
+  auto gemma3 = DetectChatTemplate(t["gemma3"].get<std::string>(), "gemma3");
+  ASSERT_TRUE(gemma3.ok());
+  EXPECT_EQ(gemma3->kind, ChatTemplateKind::kGemma);
+  EXPECT_EQ(gemma3->gemma_system_separator, "\n\n");
+  EXPECT_TRUE(gemma3->gemma_system_supported);
+}
+
+TEST(ChatTemplate, MatchesJinjaRenders) {
+  const auto v = testing::LoadVectors("chat_template_vectors.json");
+  std::map<std::string, ChatTemplate> templates;
+  for (const auto& [name, source] : v["templates"].items()) {
+    auto t = DetectChatTemplate(source.get<std::string>(), "");
+    ASSERT_TRUE(t.ok()) << name << ": " << t.status().ToString();
+    templates[name] = *t;
+  }
+  ASSERT_GT(v["cases"].size(), 40u);
+  int passed = 0;
+  for (const auto& c : v["cases"]) {
+    std::vector<ChatMessage> messages;
+    for (const auto& m : c["messages"]) messages.push_back({m["role"], m["content"]});
+    const std::string name = c["template"];
+    const bool gen = c["add_generation_prompt"];
+    auto rendered = RenderChat(templates.at(name), messages, gen);
+    const std::string where = name + " case " + c["messages"].dump() + (gen ? " +gen" : "");
+    if (c.contains("error")) {
+      EXPECT_FALSE(rendered.ok()) << where;
+      if (!rendered.ok()) {
+        EXPECT_EQ(rendered.status().code(), ErrorCode::kInvalidArgument);
+        EXPECT_EQ(rendered.status().message(), c["error"].get<std::string>());
+        ++passed;
+      }
+      continue;
+    }
+    ASSERT_TRUE(rendered.ok()) << where << ": " << rendered.status().ToString();
+    EXPECT_EQ(*rendered, c["rendered"].get<std::string>()) << where;
+    passed += *rendered == c["rendered"].get<std::string>();
+  }
+  RecordProperty("vectors_passed", passed);
+}
+
+TEST(ChatTemplate, KindOverload) {
+  const std::vector<ChatMessage> messages = {{"system", "S"}, {"user", "U"}};
+  EXPECT_EQ(*RenderChat(ChatTemplateKind::kChatMl, messages, true),
+            "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n"
+            "<|im_start|>assistant\n");
+  EXPECT_EQ(*RenderChat(ChatTemplateKind::kLlama3, messages, false),
+            "<|start_header_id|>system<|end_header_id|>\n\nS<|eot_id|>"
+            "<|start_header_id|>user<|end_header_id|>\n\nU<|eot_id|>");
+  EXPECT_EQ(*RenderChat(ChatTemplateKind::kGemma, messages, true),
+            "<start_of_turn>user\nS\n\nU<end_of_turn>\n<start_of_turn>model\n");
+}
+
+TEST(ChatTemplate, DetectionFallbacksAndErrors) {
+  EXPECT_EQ(DetectChatTemplate("", "gemma3")->kind, ChatTemplateKind::kGemma);
+  EXPECT_EQ(DetectChatTemplate("", "qwen2")->default_system_prompt, kQwen2SystemPrompt);
+  EXPECT_EQ(DetectChatTemplate("", "llama").status().code(), ErrorCode::kNotFound);
+  EXPECT_EQ(DetectChatTemplate("{{ '[INST] ' + x }}", "llama").status().code(),
+            ErrorCode::kUnsupported);
+  EXPECT_EQ(
+      DetectChatTemplate("<|start_header_id|> Cutting Knowledge Date", "llama").status().code(),
+      ErrorCode::kUnsupported);
+  // Plain ChatML: no default system prompt.
+  auto plain = DetectChatTemplate(
+      "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
+      "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}",
+      "");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->default_system_prompt, "");
+  // Gemma-2's template refuses a system message.
+  auto gemma2 = DetectChatTemplate(
+      "{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') "
+      "}}{% endif %}<start_of_turn>",
+      "gemma2");
+  ASSERT_TRUE(gemma2.ok());
+  EXPECT_FALSE(gemma2->gemma_system_supported);
+  const std::vector<ChatMessage> with_system = {{"system", "S"}, {"user", "U"}};
+  EXPECT_EQ(RenderChat(*gemma2, with_system, true).status().code(), ErrorCode::kInvalidArgument);
+}
+
+TEST(ChatTemplate, TrimMatchesPython) {
+  EXPECT_EQ(TrimPythonWhitespace("  a b \n"), "a b");
+  EXPECT_EQ(TrimPythonWhitespace("\xE3\x80\x80x\xC2\xA0\x1C"), "x");  // U+3000, NBSP, U+001C
+  EXPECT_EQ(TrimPythonWhitespace("\xE2\x80\x8Bx"), "\xE2\x80\x8Bx");  // ZWSP is not space
+  EXPECT_EQ(TrimPythonWhitespace(" \t "), "");
+  EXPECT_EQ(TrimPythonWhitespace(""), "");
+}
+
+}  // namespace
+}  // namespace kvmem::tokenizer

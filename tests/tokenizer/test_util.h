@@ -1,0 +1,71 @@
+// Shared helpers for the tokenizer tests: golden-vector JSON files and the real SmolLM2
+// tokenizer (loaded once through the gguf layer; nullptr when the model is not on this machine).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "gguf/gguf_file.h"
+#include "tokenizer/gguf_config.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kvmem::tokenizer::testing {
+
+inline nlohmann::json LoadVectors(const std::string& name) {
+  const std::string path = std::string(KVMEM_TESTDATA_DIR) + "/tokenizer/" + name;
+  std::ifstream in(path);
+  EXPECT_TRUE(in.good()) << "cannot open " << path;
+  if (!in.good()) return nlohmann::json::object();
+  return nlohmann::json::parse(in);
+}
+
+inline std::filesystem::path SmolLm2Path() {
+  const char* home = std::getenv("HOME");
+  return std::filesystem::path(home ? home : "") /
+         ".cache/kvmem/models/SmolLM2-135M-Instruct.Q4_1.gguf";
+}
+
+// The SmolLM2 tokenizer, or nullptr when the model file is absent.
+inline const Tokenizer* SmolLm2() {
+  static const std::unique_ptr<Tokenizer> tokenizer = []() -> std::unique_ptr<Tokenizer> {
+    if (!std::filesystem::exists(SmolLm2Path())) return nullptr;
+    auto file = gguf::GgufFile::Open(SmolLm2Path().string());
+    EXPECT_TRUE(file.ok()) << file.status().ToString();
+    if (!file.ok()) return nullptr;
+    auto t = LoadTokenizer(*file);
+    EXPECT_TRUE(t.ok()) << t.status().ToString();
+    if (!t.ok()) return nullptr;
+    return std::make_unique<Tokenizer>(std::move(t).value());
+  }();
+  return tokenizer.get();
+}
+
+// A tokenizer from the SmolLM2 GGUF with its pre-tokenizer replaced; nullptr without the model.
+inline std::unique_ptr<Tokenizer> SmolLm2WithPre(const std::string& pre) {
+  if (!std::filesystem::exists(SmolLm2Path())) return nullptr;
+  auto file = gguf::GgufFile::Open(SmolLm2Path().string());
+  if (!file.ok()) return nullptr;
+  auto config = TokenizerConfigFromGguf(*file);
+  EXPECT_TRUE(config.ok()) << config.status().ToString();
+  if (!config.ok()) return nullptr;
+  config->pre = pre;
+  auto t = Tokenizer::Create(std::move(config).value());
+  EXPECT_TRUE(t.ok()) << t.status().ToString();
+  if (!t.ok()) return nullptr;
+  return std::make_unique<Tokenizer>(std::move(t).value());
+}
+
+#define KVMEM_REQUIRE_SMOLLM2(tok)                                                     \
+  const ::kvmem::tokenizer::Tokenizer* tok = ::kvmem::tokenizer::testing::SmolLm2();   \
+  if (tok == nullptr) {                                                                \
+    GTEST_SKIP() << ::kvmem::tokenizer::testing::SmolLm2Path() << " not present (run " \
+                 << "scripts/install_deps.sh)";                                        \
+  }
+
+}  // namespace kvmem::tokenizer::testing
