@@ -13,7 +13,10 @@ inline void CpuRelax() {
   _mm_pause();
 #endif
 }
-constexpr int kSpinIterations = 1 << 14;
+// Spin this many pauses before sleeping (workers) or yielding (the caller waiting for workers):
+// long enough to bridge the gap between two loops of one forward pass, short enough that an
+// oversubscribed machine (another process on our cores) gets the CPU back quickly.
+constexpr int kSpinIterations = 1 << 12;
 }  // namespace
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
@@ -63,7 +66,14 @@ void ThreadPool::Run(const std::function<void(int)>& fn) {
   }
   cv_.notify_all();
   fn(0);
-  while (pending_.load(std::memory_order_acquire) != 0) CpuRelax();
+  for (int i = 0; pending_.load(std::memory_order_acquire) != 0; ++i) {
+    // A descheduled worker cannot finish while we spin on its core: yield after a while.
+    if (i < kSpinIterations) {
+      CpuRelax();
+    } else {
+      std::this_thread::yield();
+    }
+  }
 }
 
 void ThreadPool::ParallelFor(int64_t n, int64_t grain,

@@ -1,0 +1,61 @@
+"""Build a HuggingFace `tokenizers` BPE tokenizer from a GGUF file's
+tokenizer.ggml.* metadata (test tooling only; independent of llama.cpp and
+of the C++ engine).
+
+Supports tokenizer.ggml.model == "gpt2" (byte-level BPE) with the
+pre-tokenizers used by the models we test:
+  * "smollm" / "starcoder" / "refact": split digits individually, then the
+    GPT-2 regex (ByteLevel use_regex=True)
+  * "gpt2"/"default": GPT-2 regex
+  * "qwen2": the Qwen2 regex (digits individually, contractions case-insens.)
+Special tokens: every token whose token_type is CONTROL (3) or
+USER_DEFINED (4) is registered as an added token, so "<|im_start|>" etc. in
+the text are matched as single tokens (like llama.cpp with special=True).
+No BOS is added (tokenizer.ggml.add_bos_token is False for SmolLM2).
+"""
+from __future__ import annotations
+
+from gguf import GGUFReader
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
+
+QWEN2_RE = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
+            r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+
+def _get(r: GGUFReader, k, default=None):
+    f = r.fields.get(k)
+    return default if f is None else f.contents()
+
+
+def from_gguf(path: str) -> Tokenizer:
+    r = GGUFReader(path)
+    model = _get(r, "tokenizer.ggml.model")
+    if model != "gpt2":
+        raise NotImplementedError(f"tokenizer model {model!r}")
+    pre = _get(r, "tokenizer.ggml.pre", "default")
+    tokens = _get(r, "tokenizer.ggml.tokens")
+    types = _get(r, "tokenizer.ggml.token_type", [1] * len(tokens))
+    merges = _get(r, "tokenizer.ggml.merges", [])
+    vocab = {t: i for i, t in enumerate(tokens)}
+    merge_pairs = [tuple(m.split(" ", 1)) for m in merges]
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=merge_pairs,
+                               ignore_merges=False, fuse_unk=False))
+    bl = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    if pre in ("smollm", "starcoder", "refact"):
+        tok.pre_tokenizer = pre_tokenizers.Sequence(
+            [pre_tokenizers.Digits(individual_digits=True), bl])
+    elif pre in ("qwen2",):
+        tok.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Split(Regex(QWEN2_RE), behavior="isolated"),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    else:
+        tok.pre_tokenizer = bl
+    tok.decoder = decoders.ByteLevel()
+    specials = [AddedToken(t, special=True, normalized=False)
+                for t, ty in zip(tokens, types) if int(ty) in (3, 4)]
+    tok.add_special_tokens(specials)
+    return tok
+
+
+def encode(tok: Tokenizer, text: str) -> list[int]:
+    return tok.encode(text, add_special_tokens=False).ids

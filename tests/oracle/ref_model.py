@@ -1,0 +1,423 @@
+#!/usr/bin/env python3
+"""Independent numpy reference forward pass for GGUF decoder-only LLMs.
+
+TEST ORACLE ONLY -- not part of the product.
+
+Supported architectures (general.architecture):
+  * llama : RoPE "normal" mode. llama.cpp's HF->GGUF converter permutes the
+            Q/K projection rows so that the rotated pairs are adjacent
+            dims (2i, 2i+1) of each head.
+  * qwen2 : Q/K/V biases, RoPE NEOX mode: pairs (i, i + n_rot/2).
+  * qwen3 : per-head RMSNorm on Q and K (blk.N.attn_q_norm / attn_k_norm,
+            shape head_dim) applied before RoPE, NEOX mode, no biases.
+Common: GQA, pre-RMSNorm (eps from metadata), SwiGLU FFN
+(down(silu(gate x) * up x)), final RMSNorm, output.weight or tied
+token_embd.weight.  Optional llama3-style "rope_freqs.weight" frequency
+factors are honoured.  Partial rotary (rope.dimension_count < head_dim)
+rotates only the first n_rot dims of each head.
+
+All weights are dequantized with gguf.quants.dequantize (the gguf package's
+own pure-numpy implementation, independent of the C++ engine) and the whole
+forward pass is computed in float64 with exact softmax / exact SiLU, i.e.
+this is an "exact-math" oracle for the *quantized* weights: no activation
+quantization, no F16 KV cache.
+
+API:
+    logits(gguf_path, token_ids, last_only=False) -> np.ndarray float64
+        (n_tokens, vocab) logits at every position (causal attention), or
+        (1, vocab) when last_only=True.
+    load(gguf_path) -> Model (dequantized weights cached per path)
+
+CLI:  ref_model.py MODEL.gguf 1,2,3 [--out logits.bin]   (writes float32)
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import gguf
+from gguf import GGUFReader
+from gguf.quants import dequantize
+
+F = np.float64
+
+SUPPORTED_ARCHS = ("llama", "qwen2", "qwen3")
+
+
+def _field(reader: GGUFReader, key: str, default=None):
+    f = reader.fields.get(key)
+    if f is None:
+        return default
+    v = f.contents()
+    return v
+
+
+@dataclass
+class HParams:
+    arch: str
+    n_layer: int
+    n_embd: int
+    n_head: int
+    n_head_kv: int
+    head_dim_k: int
+    head_dim_v: int
+    n_rot: int
+    rope_base: float
+    rms_eps: float
+    n_ff: int
+    n_vocab: int
+    neox: bool
+
+
+@dataclass
+class Layer:
+    attn_norm: np.ndarray
+    wq: np.ndarray
+    wk: np.ndarray
+    wv: np.ndarray
+    wo: np.ndarray
+    ffn_norm: np.ndarray
+    w_gate: np.ndarray
+    w_up: np.ndarray
+    w_down: np.ndarray
+    bq: np.ndarray | None = None
+    bk: np.ndarray | None = None
+    bv: np.ndarray | None = None
+    bo: np.ndarray | None = None
+    q_norm: np.ndarray | None = None
+    k_norm: np.ndarray | None = None
+    types: dict = field(default_factory=dict)   # weight attr -> ggml type name
+
+
+@dataclass
+class Model:
+    hp: HParams
+    tok_embd: np.ndarray          # (n_vocab, n_embd)
+    out_norm: np.ndarray          # (n_embd,)
+    output: np.ndarray            # (n_vocab, n_embd) (may alias tok_embd)
+    layers: list = field(default_factory=list)
+    rope_freq_factors: np.ndarray | None = None
+    tied: bool = False
+    out_type: str = "F32"
+
+
+def _deq(t) -> np.ndarray:
+    """Dequantize a ReaderTensor to float64 with numpy shape reversed from
+    ggml's ne order, i.e. (ne1, ne0) = (n_out, n_in) for matrices."""
+    arr = dequantize(t.data, t.tensor_type)
+    ne = [int(x) for x in t.shape]            # ggml order, ne0 first
+    want = tuple(reversed(ne))
+    arr = np.asarray(arr, dtype=F).reshape(want)
+    return arr
+
+
+_CACHE: dict = {}
+
+
+def load(path: str) -> Model:
+    key = os.path.abspath(path)
+    if key in _CACHE:
+        return _CACHE[key]
+    r = GGUFReader(path)
+    arch = str(_field(r, "general.architecture"))
+    if arch not in SUPPORTED_ARCHS:
+        raise ValueError(f"unsupported arch {arch!r}")
+
+    def kv(name, default=None):
+        return _field(r, f"{arch}.{name}", default)
+
+    n_embd = int(kv("embedding_length"))
+    n_head = int(kv("attention.head_count"))
+    n_head_kv = int(kv("attention.head_count_kv", n_head))
+    hdk = int(kv("attention.key_length", n_embd // n_head))
+    hdv = int(kv("attention.value_length", hdk))
+    n_rot = int(kv("rope.dimension_count", hdk))
+    rope_base = float(kv("rope.freq_base", 10000.0))
+    eps = float(kv("attention.layer_norm_rms_epsilon", 1e-5))
+    n_layer = int(kv("block_count"))
+    n_ff = int(kv("feed_forward_length"))
+
+    tensors = {t.name: t for t in r.tensors}
+    W = lambda n: _deq(tensors[n])  # noqa: E731
+    tok = W("token_embd.weight")
+    n_vocab = tok.shape[0]
+    assert tok.shape == (n_vocab, n_embd), tok.shape
+    if "output.weight" in tensors:
+        out = W("output.weight")
+        tied = False
+    else:
+        out = tok
+        tied = True
+    assert out.shape == (n_vocab, n_embd), out.shape
+
+    hp = HParams(arch=arch, n_layer=n_layer, n_embd=n_embd, n_head=n_head,
+                 n_head_kv=n_head_kv, head_dim_k=hdk, head_dim_v=hdv,
+                 n_rot=n_rot, rope_base=rope_base, rms_eps=eps, n_ff=n_ff,
+                 n_vocab=n_vocab, neox=arch in ("qwen2", "qwen3"))
+    m = Model(hp=hp, tok_embd=tok, out_norm=W("output_norm.weight"),
+              output=out, tied=tied,
+              out_type=tensors["token_embd.weight" if tied else "output.weight"]
+              .tensor_type.name)
+    if "rope_freqs.weight" in tensors:
+        m.rope_freq_factors = W("rope_freqs.weight")
+        assert m.rope_freq_factors.shape == (n_rot // 2,)
+
+    opt = lambda n: W(n) if n in tensors else None  # noqa: E731
+    for i in range(n_layer):
+        p = f"blk.{i}."
+        L = Layer(
+            attn_norm=W(p + "attn_norm.weight"),
+            wq=W(p + "attn_q.weight"), wk=W(p + "attn_k.weight"),
+            wv=W(p + "attn_v.weight"), wo=W(p + "attn_output.weight"),
+            ffn_norm=W(p + "ffn_norm.weight"),
+            w_gate=W(p + "ffn_gate.weight"), w_up=W(p + "ffn_up.weight"),
+            w_down=W(p + "ffn_down.weight"),
+            bq=opt(p + "attn_q.bias"), bk=opt(p + "attn_k.bias"),
+            bv=opt(p + "attn_v.bias"), bo=opt(p + "attn_output.bias"),
+            q_norm=opt(p + "attn_q_norm.weight"),
+            k_norm=opt(p + "attn_k_norm.weight"),
+        )
+        for attr, tn in (("wq", "attn_q"), ("wk", "attn_k"), ("wv", "attn_v"),
+                         ("wo", "attn_output"), ("w_gate", "ffn_gate"),
+                         ("w_up", "ffn_up"), ("w_down", "ffn_down")):
+            L.types[attr] = tensors[p + tn + ".weight"].tensor_type.name
+        assert L.wq.shape == (n_head * hdk, n_embd), (i, L.wq.shape)
+        assert L.wk.shape == (n_head_kv * hdk, n_embd), (i, L.wk.shape)
+        assert L.wv.shape == (n_head_kv * hdv, n_embd), (i, L.wv.shape)
+        assert L.wo.shape == (n_embd, n_head * hdv), (i, L.wo.shape)
+        assert L.w_gate.shape == (n_ff, n_embd) and L.w_up.shape == (n_ff, n_embd)
+        assert L.w_down.shape == (n_embd, n_ff)
+        if arch == "qwen3":
+            assert L.q_norm is not None and L.q_norm.shape == (hdk,)
+            assert L.k_norm is not None and L.k_norm.shape == (hdk,)
+        if arch == "qwen2":
+            assert L.bq is not None and L.bk is not None and L.bv is not None
+        m.layers.append(L)
+    _CACHE[key] = m
+    return m
+
+
+def rms_norm(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
+    ms = np.mean(x * x, axis=-1, keepdims=True)
+    return x / np.sqrt(ms + eps) * w
+
+
+def rope(x: np.ndarray, pos: np.ndarray, hp: HParams,
+         freq_factors: np.ndarray | None) -> np.ndarray:
+    """x: (n_heads, T, head_dim). Rotates the first n_rot dims."""
+    n_rot = hp.n_rot
+    half = n_rot // 2
+    inv = hp.rope_base ** (-np.arange(half, dtype=F) * 2.0 / n_rot)   # theta_i
+    if freq_factors is not None:
+        inv = inv / freq_factors
+    ang = pos.astype(F)[:, None] * inv[None, :]                      # (T, half)
+    c, s = np.cos(ang), np.sin(ang)
+    y = x.copy()
+    if hp.neox:
+        a = x[..., :half]
+        b = x[..., half:n_rot]
+        y[..., :half] = a * c - b * s
+        y[..., half:n_rot] = a * s + b * c
+    else:
+        a = x[..., 0:n_rot:2]
+        b = x[..., 1:n_rot:2]
+        y[..., 0:n_rot:2] = a * c - b * s
+        y[..., 1:n_rot:2] = a * s + b * c
+    return y
+
+
+def _silu(x):
+    return x / (1.0 + np.exp(-x))
+
+
+# --------------------------------------------------------------------------
+# Optional ggml-CPU *noise model* (emulate="ggml").  NOT the oracle: it only
+# mimics where llama.cpp/ggml (and kvmem) round intermediate values, so that
+# tolerances can be calibrated and so that the reference itself can be
+# validated against llama.cpp more tightly than the rounding noise allows:
+#   * activations entering a weight matmul are quantized to the weight type's
+#     vec_dot type: Q8_0 (blocks of 32, fp16 scale) for Q4_0/Q5_0/Q8_0,
+#     Q8_1 for Q4_1/Q5_1, Q8_K (blocks of 256, f32 scale) for K-quants,
+#     F16 for F16, BF16 for BF16, none for F32;
+#   * K and V cache in F16; Q rounded to F16 for KQ; softmax probs to F16 for
+#     KQV (non flash-attention path); residual stream kept in float32.
+# --------------------------------------------------------------------------
+def _f16(x):
+    return np.asarray(x).astype(np.float16).astype(F)
+
+
+def _f32(x):
+    return np.asarray(x).astype(np.float32).astype(F)
+
+
+def _bf16(x):
+    u = np.asarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    u = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16) << 16          # RNE
+    return u.astype(np.uint32).view(np.float32).astype(F)
+
+
+def _q8_blocks(x, bs, fp16_scale):
+    sh = x.shape
+    b = _f32(x).reshape(-1, bs)
+    amax = np.abs(b).max(axis=1, keepdims=True)
+    d = _f32(amax / 127.0)
+    safe = np.where(amax > 0, amax, 1.0)
+    inv = np.where(amax > 0, _f32(127.0 / safe), 0.0)
+    q = np.round(_f32(b * inv))
+    ds = _f16(d) if fp16_scale else d
+    return (q * ds).reshape(sh)
+
+
+def _act_quant(x, wtype: str):
+    if wtype == "F32":
+        return x
+    if wtype == "F16":
+        return _f16(x)
+    if wtype == "BF16":
+        return _bf16(x)
+    if wtype.endswith("_K"):
+        return _q8_blocks(x, 256, fp16_scale=False)
+    return _q8_blocks(x, 32, fp16_scale=True)      # Q8_0 / Q8_1
+
+
+class KVCache:
+    """Per-layer K/V (after RoPE) of the tokens evaluated so far."""
+
+    def __init__(self, n_layer: int):
+        self.k = [None] * n_layer      # (Hkv, n_past, dk)
+        self.v = [None] * n_layer
+        self.n_past = 0
+
+
+def forward(m: Model, token_ids, last_only: bool = False,
+            emulate: str | None = None, cache: KVCache | None = None) -> np.ndarray:
+    """Logits of `token_ids` (float64, (T, vocab), or (1, vocab) if
+    last_only).  emulate=None: exact float64 math (the oracle).
+    emulate="ggml": the rounding noise model above (calibration only).
+    cache: optional KVCache; the new tokens are placed after cache.n_past
+    and the cache is extended (incremental decoding)."""
+    hp = m.hp
+    ids = np.asarray(token_ids, dtype=np.int64)
+    T = ids.shape[0]
+    assert T > 0 and ids.min() >= 0 and ids.max() < hp.n_vocab
+    n_past = cache.n_past if cache is not None else 0
+    if emulate not in (None, "ggml"):
+        raise ValueError(emulate)
+    em = emulate == "ggml"
+    ident = lambda z: z  # noqa: E731
+    kvr = _f16 if em else ident
+    r32 = _f32 if em else ident
+
+    def mm(x, L, attr):
+        wt = L.types.get(attr, "F32") if em else "F32"
+        return _act_quant(x, wt) @ getattr(L, attr).T
+
+    pos = np.arange(n_past, n_past + T)
+    x = m.tok_embd[ids].astype(F)                                   # (T, D)
+    H, Hkv, dk, dv = hp.n_head, hp.n_head_kv, hp.head_dim_k, hp.head_dim_v
+    g = H // Hkv
+    scale = 1.0 / np.sqrt(dk)
+    # causal: new query i (abs pos n_past+i) sees keys 0..n_past+i
+    mask = np.triu(np.full((T, n_past + T), -np.inf, dtype=F), k=n_past + 1)
+    for li, L in enumerate(m.layers):
+        h = r32(rms_norm(x, L.attn_norm, hp.rms_eps))
+        q = mm(h, L, "wq")
+        k = mm(h, L, "wk")
+        v = mm(h, L, "wv")
+        if L.bq is not None:
+            q = q + L.bq
+        if L.bk is not None:
+            k = k + L.bk
+        if L.bv is not None:
+            v = v + L.bv
+        q = q.reshape(T, H, dk).transpose(1, 0, 2)                 # (H, T, dk)
+        k = k.reshape(T, Hkv, dk).transpose(1, 0, 2)
+        v = v.reshape(T, Hkv, dv).transpose(1, 0, 2)
+        if L.q_norm is not None:
+            q = rms_norm(q, L.q_norm, hp.rms_eps)
+        if L.k_norm is not None:
+            k = rms_norm(k, L.k_norm, hp.rms_eps)
+        q = kvr(rope(q, pos, hp, m.rope_freq_factors))
+        k = kvr(rope(k, pos, hp, m.rope_freq_factors))
+        v = kvr(v)
+        if cache is not None:
+            if n_past:
+                k = np.concatenate([cache.k[li], k], axis=1)
+                v = np.concatenate([cache.v[li], v], axis=1)
+            cache.k[li], cache.v[li] = k, v
+        S = n_past + T
+        # GQA: query head h uses kv head h // g
+        qg = q.reshape(Hkv, g * T, dk)
+        s = (qg @ k.transpose(0, 2, 1)).reshape(Hkv, g, T, S) * scale
+        s = s + mask
+        s = s - s.max(axis=-1, keepdims=True)
+        p = np.exp(s)
+        p /= p.sum(axis=-1, keepdims=True)
+        p = kvr(p)
+        o = (p.reshape(Hkv, g * T, S) @ v).reshape(H, T, dv)        # (H, T, dv)
+        o = o.transpose(1, 0, 2).reshape(T, H * dv)
+        a = mm(r32(o), L, "wo")
+        if L.bo is not None:
+            a = a + L.bo
+        x = r32(x + a)
+        h = r32(rms_norm(x, L.ffn_norm, hp.rms_eps))
+        f = r32(_silu(mm(h, L, "w_gate")) * mm(h, L, "w_up"))
+        x = r32(x + mm(f, L, "w_down"))
+    if cache is not None:
+        cache.n_past += T
+    if last_only:
+        x = x[-1:]
+    x = r32(rms_norm(x, m.out_norm, hp.rms_eps))
+    if em:
+        x = _act_quant(x, m.out_type)
+    return x @ m.output.T
+
+
+def logits(gguf_path: str, token_ids, last_only: bool = False,
+           emulate: str | None = None) -> np.ndarray:
+    """(n_tokens, vocab) float64 logits at every position (causal)."""
+    return forward(load(gguf_path), token_ids, last_only=last_only, emulate=emulate)
+
+
+def greedy(gguf_path: str, prompt_ids, n: int, emulate: str | None = None):
+    """Pure-argmax continuation of n tokens (no EOS stop) with a KV cache.
+    Returns (ids, per_step_logits_rows) where rows[i] are the logits that
+    chose ids[i]."""
+    m = load(gguf_path)
+    c = KVCache(m.hp.n_layer)
+    row = forward(m, prompt_ids, last_only=True, emulate=emulate, cache=c)[0]
+    out, rows = [], []
+    for _ in range(n):
+        t = int(np.argmax(row))
+        out.append(t)
+        rows.append(row)
+        row = forward(m, [t], last_only=True, emulate=emulate, cache=c)[0]
+    return out, rows
+
+
+def _main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("model")
+    ap.add_argument("tokens", help="comma-separated token ids")
+    ap.add_argument("--out", help="write float32 (n_tokens, vocab) raw LE")
+    a = ap.parse_args(argv)
+    ids = [int(t) for t in a.tokens.split(",") if t.strip()]
+    t0 = time.time()
+    m = load(a.model)
+    t1 = time.time()
+    lg = forward(m, ids)
+    t2 = time.time()
+    print(f"arch={m.hp.arch} load={t1 - t0:.2f}s forward={t2 - t1:.2f}s "
+          f"shape={lg.shape} last argmax={int(lg[-1].argmax())}",
+          file=sys.stderr)
+    if a.out:
+        lg.astype("<f4").tofile(a.out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main())
