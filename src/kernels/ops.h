@@ -24,6 +24,10 @@ namespace kvmem::kernels {
 enum class RopeMode { kNormal = 0, kNeox = 2 };
 
 struct OpsTable {
+  // Rotates the first rot_dim dims of each of n_heads vectors of x (n_heads, head_dim) by the
+  // angles whose cos/sin are given per pair: (rot_dim / 2) each. The kernel behind Rope().
+  void (*rope_rotate)(float* x, int n_heads, int head_dim, int rot_dim, const float* cos_t,
+                      const float* sin_t, RopeMode mode);
   // y = x * w / sqrt(mean(x^2) + eps); y may alias x. w == nullptr means w = 1.
   void (*rms_norm)(const float* x, const float* w, float* y, int64_t n, float eps);
   // out = silu(gate) * up, silu(a) = a / (1 + exp(-a)); out may alias gate or up.

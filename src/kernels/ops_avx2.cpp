@@ -131,6 +131,7 @@ void Exp(const float* x, float* y, int64_t n) {
 
 const OpsTable& Avx2OpsTable() {
   static constexpr OpsTable kTable = {
+      .rope_rotate = RopeRotateAvx2,
       .rms_norm = RmsNorm,
       .swiglu = SwiGlu,
       .geglu = GeGlu,

@@ -69,6 +69,7 @@ void Exp(const float* x, float* y, int64_t n) {
 
 const OpsTable& ScalarOpsTable() {
   static constexpr OpsTable kTable = {
+      .rope_rotate = RopeRotateScalar,
       .rms_norm = RmsNorm,
       .swiglu = SwiGlu,
       .geglu = GeGlu,

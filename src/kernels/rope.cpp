@@ -1,12 +1,13 @@
 // Rotary position embedding (ops.h), with angles computed exactly as ggml_rope_cache_init does
 // for ext_factor = 0, freq_scale = 1, no freq_factors: theta = pos, then theta *= theta_scale
-// per pair, in float. Rotation is scalar: it is a few multiplies per element next to the
-// cosf/sinf, which RopeCache amortizes over heads.
+// per pair, in float. The rotation itself is OpsTable::rope_rotate (scalar here, AVX2 in
+// rope_avx2.cpp); cosf/sinf are amortized over heads by RopeCache.
 #include <cassert>
 #include <cmath>
 #include <cstdint>
 
 #include "kernels/ops.h"
+#include "kernels/ops_internal.h"
 
 namespace kvmem::kernels {
 namespace {
@@ -22,8 +23,10 @@ void Angles(int64_t pos, int rot_dim, float freq_base, float* cos_out, float* si
   }
 }
 
-void Rotate(float* x, int n_heads, int head_dim, int rot_dim, const float* cos_t,
-            const float* sin_t, RopeMode mode) {
+}  // namespace
+
+void RopeRotateScalar(float* x, int n_heads, int head_dim, int rot_dim, const float* cos_t,
+                      const float* sin_t, RopeMode mode) {
   assert(rot_dim % 2 == 0 && rot_dim <= head_dim);
   const int half = rot_dim / 2;
   // Pair i is (x[i0], x[i1]): i0 = 2i, i1 = 2i + 1 (normal) or i0 = i, i1 = i + half (neox).
@@ -42,8 +45,6 @@ void Rotate(float* x, int n_heads, int head_dim, int rot_dim, const float* cos_t
   }
 }
 
-}  // namespace
-
 void InitRopeCache(int64_t pos, int rot_dim, float freq_base, RopeCache* cache) {
   cache->rot_dim = rot_dim;
   cache->pos = pos;
@@ -53,7 +54,8 @@ void InitRopeCache(int64_t pos, int rot_dim, float freq_base, RopeCache* cache) 
 }
 
 void RopeWithCache(float* x, int n_heads, int head_dim, const RopeCache& cache, RopeMode mode) {
-  Rotate(x, n_heads, head_dim, cache.rot_dim, cache.cos.data(), cache.sin.data(), mode);
+  Ops().rope_rotate(x, n_heads, head_dim, cache.rot_dim, cache.cos.data(), cache.sin.data(),
+                    mode);
 }
 
 void Rope(float* x, int n_heads, int head_dim, int rot_dim, int64_t pos, float freq_base,
@@ -68,7 +70,7 @@ void Rope(float* x, int n_heads, int head_dim, int rot_dim, int64_t pos, float f
   float cos_t[kMaxStackPairs];
   float sin_t[kMaxStackPairs];
   Angles(pos, rot_dim, freq_base, cos_t, sin_t);
-  Rotate(x, n_heads, head_dim, rot_dim, cos_t, sin_t, mode);
+  Ops().rope_rotate(x, n_heads, head_dim, rot_dim, cos_t, sin_t, mode);
 }
 
 }  // namespace kvmem::kernels

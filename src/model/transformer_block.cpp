@@ -57,11 +57,13 @@ void ProjectQkv(const ModelSpec& spec, const LayerWeights& w, const float* x,
     RmsNormRows(s.q.data(), w.q_norm, s.q.data(), n * spec.n_heads, hd, spec.rms_eps);
     RmsNormRows(s.k.data(), w.k_norm, s.k.data(), n * spec.n_kv_heads, hd, spec.rms_eps);
   }
+  kernels::RopeCache rope;  // Q and K of a token share one evaluation of the angles
   for (int t = 0; t < n; ++t) {
-    kernels::Rope(s.q.data() + static_cast<size_t>(t) * spec.q_dim(), spec.n_heads, hd,
-                  spec.rope_dim, positions[t], spec.rope_freq_base, spec.rope_mode);
-    kernels::Rope(s.k.data() + static_cast<size_t>(t) * spec.k_dim(), spec.n_kv_heads, hd,
-                  spec.rope_dim, positions[t], spec.rope_freq_base, spec.rope_mode);
+    kernels::InitRopeCache(positions[t], spec.rope_dim, spec.rope_freq_base, &rope);
+    kernels::RopeWithCache(s.q.data() + static_cast<size_t>(t) * spec.q_dim(), spec.n_heads, hd,
+                           rope, spec.rope_mode);
+    kernels::RopeWithCache(s.k.data() + static_cast<size_t>(t) * spec.k_dim(), spec.n_kv_heads,
+                           hd, rope, spec.rope_mode);
   }
 }
 

@@ -352,6 +352,43 @@ std::string ShapeName(const RopeShape& s, int64_t pos) {
          std::to_string(s.rot_dim) + " pos " + std::to_string(pos);
 }
 
+// Every ISA's rotation kernel against the scalar one: all even rot_dims 0..130, both pairings,
+// a head_dim with unrotated dims after rot_dim, pointers offset 0..7 floats. Each output is
+// x0 c - x1 s (or x0 s + x1 c); fusing a multiply-add changes it by at most 2u (|x0 c| + |x1 s|).
+TEST_P(OpsTest, RopeRotateMatchesScalar) {
+  std::mt19937 rng(12);
+  const int n_heads = 3;
+  for (RopeMode mode : {RopeMode::kNormal, RopeMode::kNeox}) {
+    for (int rot_dim = 0; rot_dim <= kMaxLen; rot_dim += 2) {
+      const int head_dim = rot_dim + 3;
+      for (int off = 0; off <= kMaxOffset; ++off) {
+        std::vector<float> buf = RandomVector(&rng, off + n_heads * head_dim, 1.0f);
+        std::vector<float> c = RandomVector(&rng, rot_dim / 2 + 1, 1.0f);
+        std::vector<float> sn = RandomVector(&rng, rot_dim / 2 + 1, 1.0f);
+        std::vector<float> want = buf, got = buf;
+        ref().rope_rotate(want.data() + off, n_heads, head_dim, rot_dim, c.data(), sn.data(), mode);
+        ops().rope_rotate(got.data() + off, n_heads, head_dim, rot_dim, c.data(), sn.data(), mode);
+        const int half = rot_dim / 2;
+        for (int h = 0; h < n_heads; ++h) {
+          const float* x = buf.data() + off + h * head_dim;
+          for (int i = 0; i < half; ++i) {
+            const int i0 = mode == RopeMode::kNeox ? i : 2 * i;
+            const int i1 = mode == RopeMode::kNeox ? i + half : 2 * i + 1;
+            const double mag = std::fabs(x[i0] * c[i]) + std::fabs(x[i1] * sn[i]) +
+                               std::fabs(x[i0] * sn[i]) + std::fabs(x[i1] * c[i]);
+            const size_t base = off + h * head_dim;
+            ASSERT_NEAR(got[base + i0], want[base + i0], 2 * kU * mag) << rot_dim << " " << i;
+            ASSERT_NEAR(got[base + i1], want[base + i1], 2 * kU * mag) << rot_dim << " " << i;
+          }
+          for (int d = rot_dim; d < head_dim; ++d) {
+            ASSERT_EQ(got[off + h * head_dim + d], x[d]) << "unrotated dim " << d;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(Rope, MatchesDoubleRotation) {
   std::mt19937 rng(9);
   const int n_heads = 3;
