@@ -71,6 +71,33 @@ const uint16_t* KvPool::V(int32_t block, int layer, int head) const {
   return blocks_[block].data.get() + VOffset(layer, head);
 }
 
+void KvPool::WriteToken(RowRef r, int layer, const float* k, const float* v) {
+  const int hk = geo_.head_dim_k, hv = geo_.head_dim_v;
+  for (int h = 0; h < geo_.n_kv_heads; ++h) {
+    uint16_t* kd = K(r.block, layer, h) + static_cast<size_t>(r.row) * hk;
+    uint16_t* vd = V(r.block, layer, h) + static_cast<size_t>(r.row) * hv;
+    for (int d = 0; d < hk; ++d) kd[d] = F32ToF16(k[h * hk + d]);
+    for (int d = 0; d < hv; ++d) vd[d] = F32ToF16(v[h * hv + d]);
+  }
+}
+
+kernels::KvSpan KvPool::Span(int32_t block, int layer, int head, int32_t first_row,
+                             int32_t n_rows) const {
+  return {K(block, layer, head) + static_cast<size_t>(first_row) * geo_.head_dim_k,
+          V(block, layer, head) + static_cast<size_t>(first_row) * geo_.head_dim_v, n_rows,
+          geo_.head_dim_k};
+}
+
+void KvPool::Attend(const float* q, const kernels::KvSpan* spans, int n_spans, float scale,
+                    float* out) const {
+  kernels::AttendF16(q, geo_.head_dim_k, spans, n_spans, scale, out);
+}
+
+void KvPool::AttentionWeights(const float* q, const kernels::KvSpan* spans, int n_spans,
+                              float scale, float* weights) const {
+  kernels::AttentionWeightsF16(q, geo_.head_dim_k, spans, n_spans, scale, weights);
+}
+
 void KvPool::Reposition(RowRef first, int n, int64_t new_pos, const std::vector<RopeSpec>& rope) {
   assert(static_cast<int>(rope.size()) == geo_.n_layers);
   std::vector<float> tmp(geo_.head_dim_k);

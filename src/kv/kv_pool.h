@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "kernels/attention.h"
 #include "kernels/ops.h"
 
 namespace kvmem::kv {
@@ -67,6 +68,21 @@ class KvPool {
   const uint16_t* K(int32_t block, int layer, int head) const;
   uint16_t* V(int32_t block, int layer, int head);
   const uint16_t* V(int32_t block, int layer, int head) const;
+
+  // Stores one token's K and V rows of `layer`: k (n_kv_heads, head_dim_k), v (n_kv_heads,
+  // head_dim_v), converted to the pool's storage format.
+  void WriteToken(RowRef r, int layer, const float* k, const float* v);
+
+  // Rows [first_row, first_row + n_rows) of one block, layer and KV head, as the attention
+  // kernel reads them.
+  kernels::KvSpan Span(int32_t block, int layer, int head, int32_t first_row,
+                       int32_t n_rows) const;
+  // out (head_dim_v) = attention of q (head_dim_k) over the rows of `spans`, in order.
+  void Attend(const float* q, const kernels::KvSpan* spans, int n_spans, float scale,
+              float* out) const;
+  // The softmax weights of the same computation, one per row (for taps).
+  void AttentionWeights(const float* q, const kernels::KvSpan* spans, int n_spans, float scale,
+                        float* weights) const;
 
   // The position the stored keys of a row were rotated at (same in every layer), or kNoPosition.
   int64_t rotated_pos(RowRef r) const { return blocks_[r.block].rotated_pos[r.row]; }

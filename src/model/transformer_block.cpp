@@ -4,8 +4,6 @@
 #include <cassert>
 #include <cmath>
 
-#include "core/fp16.h"
-#include "kernels/attention.h"
 
 namespace kvmem::model {
 
@@ -70,18 +68,10 @@ void ProjectQkv(const ModelSpec& spec, const LayerWeights& w, const float* x,
 void StoreKv(const ModelSpec& spec, int layer, const BlockScratch& s,
              std::span<const kv::RowRef> rows, std::span<const int64_t> positions,
              kv::KvPool& kv) {
-  const int hk = spec.head_dim_k, hv = spec.head_dim_v;
   for (int t = 0; t < s.n_tokens; ++t) {
-    const kv::RowRef r = rows[t];
-    for (int h = 0; h < spec.n_kv_heads; ++h) {
-      uint16_t* kd = kv.K(r.block, layer, h) + static_cast<size_t>(r.row) * hk;
-      uint16_t* vd = kv.V(r.block, layer, h) + static_cast<size_t>(r.row) * hv;
-      const float* ks = s.k.data() + static_cast<size_t>(t) * spec.k_dim() + h * hk;
-      const float* vs = s.v.data() + static_cast<size_t>(t) * spec.v_dim() + h * hv;
-      for (int d = 0; d < hk; ++d) kd[d] = F32ToF16(ks[d]);
-      for (int d = 0; d < hv; ++d) vd[d] = F32ToF16(vs[d]);
-    }
-    if (layer == 0) kv.set_rotated_pos(r, positions[t]);
+    kv.WriteToken(rows[t], layer, s.k.data() + static_cast<size_t>(t) * spec.k_dim(),
+                  s.v.data() + static_cast<size_t>(t) * spec.v_dim());
+    if (layer == 0) kv.set_rotated_pos(rows[t], positions[t]);
   }
 }
 
@@ -91,7 +81,7 @@ void Attend(const ModelSpec& spec, int layer, const kv::KvView& view, const kv::
   const int n_kv = spec.n_kv_heads;
   const int group = spec.n_heads / n_kv;
   const int hk = spec.head_dim_k, hv = spec.head_dim_v;
-  assert(hk == hv);  // AttendF16 reads K and V rows of one head size
+  assert(hk == hv);  // the attention kernels read K and V rows of one head size
 
   // spans[g]: the runs of KV head g, in view order.
   std::vector<std::vector<kernels::KvSpan>> spans(n_kv);
@@ -100,9 +90,7 @@ void Attend(const ModelSpec& spec, int layer, const kv::KvView& view, const kv::
   for (int g = 0; g < n_kv; ++g) {
     spans[g].reserve(runs.size());
     for (const kv::ViewRun& r : runs) {
-      spans[g].push_back({kv.K(r.block, layer, g) + static_cast<size_t>(r.first_row) * hk,
-                          kv.V(r.block, layer, g) + static_cast<size_t>(r.first_row) * hv,
-                          r.n_rows, hk});
+      spans[g].push_back(kv.Span(r.block, layer, g, r.first_row, r.n_rows));
     }
   }
   const int n = s.n_tokens;
@@ -126,7 +114,7 @@ void Attend(const ModelSpec& spec, int layer, const kv::KvView& view, const kv::
       }
       const float* q = s.q.data() + static_cast<size_t>(t) * spec.q_dim() + h * hk;
       float* out = s.attn.data() + (static_cast<size_t>(t) * spec.n_heads + h) * hv;
-      kernels::AttendF16(q, hk, visible.data(), static_cast<int>(visible.size()), scale, out);
+      kv.Attend(q, visible.data(), static_cast<int>(visible.size()), scale, out);
     }
   });
 }
