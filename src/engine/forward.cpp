@@ -8,16 +8,74 @@
 
 namespace kvmem::engine {
 
+int TapContext::n_tokens() const { return static_cast<int>(fp_->tokens_.size()); }
+std::span<const int64_t> TapContext::positions() const { return fp_->positions_; }
+std::span<const float> TapContext::q() const {
+  return {fp_->scratch_.q.data(), fp_->tokens_.size() * fp_->model_.spec().q_dim()};
+}
+
+void TapContext::AttentionWeights(int t, int h, std::vector<float>* weights,
+                                  std::vector<kv::RowRef>* rows) const {
+  const model::ModelSpec& spec = fp_->model_.spec();
+  const int g = h / (spec.n_heads / spec.n_kv_heads);
+  std::vector<kernels::KvSpan> spans;
+  std::vector<model::RowRange> ranges;
+  const kv::KvPool& kv = *fp_->seq_->pool();
+  model::CollectVisible(fp_->seq_->view(), kv, layer_, g, fp_->visibility(), t, &spans, &ranges);
+  rows->clear();
+  for (const model::RowRange& r : ranges) {
+    for (int32_t i = 0; i < r.n_rows; ++i) rows->push_back({r.block, r.first_row + i});
+  }
+  weights->resize(rows->size());
+  const float* q = fp_->scratch_.q.data() + static_cast<size_t>(t) * spec.q_dim() +
+                   static_cast<size_t>(h) * spec.head_dim_k;
+  kv.AttentionWeights(q, spans.data(), static_cast<int>(spans.size()), spec.attn_scale(),
+                      weights->data());
+}
+
 ForwardPass::ForwardPass(const model::Model& model, ThreadPool* pool)
     : model_(model), pool_(pool) {}
 
+namespace {
+
+// Adds rows to sorted, non-overlapping ranges, merging neighbours.
+void AddRows(std::vector<model::RowRange>* ranges, std::span<const kv::RowRef> rows) {
+  for (const kv::RowRef& r : rows) ranges->push_back({r.block, r.row, 1});
+  std::sort(ranges->begin(), ranges->end(), [](const model::RowRange& a, const model::RowRange& b) {
+    return a.block != b.block ? a.block < b.block : a.first_row < b.first_row;
+  });
+  std::vector<model::RowRange> merged;
+  for (const model::RowRange& r : *ranges) {
+    if (!merged.empty() && merged.back().block == r.block &&
+        merged.back().first_row + merged.back().n_rows >= r.first_row) {
+      const int32_t end = std::max(merged.back().first_row + merged.back().n_rows,
+                                   r.first_row + r.n_rows);
+      merged.back().n_rows = end - merged.back().first_row;
+    } else {
+      merged.push_back(r);
+    }
+  }
+  ranges->swap(merged);
+}
+
+}  // namespace
+
 Status ForwardPass::Begin(const Batch& batch, kv::KvSequence* seq) {
   const model::ModelSpec& spec = model_.spec();
-  const int n = static_cast<int>(batch.tokens.size());
+  const size_t n = batch.tokens.size();
   if (n == 0) return InvalidArgument("empty batch");
-  if (batch.positions.size() != batch.tokens.size()) {
+  if (batch.positions.size() != n) {
     return InvalidArgument("batch has " + std::to_string(n) + " tokens but " +
                            std::to_string(batch.positions.size()) + " positions");
+  }
+  if (!batch.rows.empty() && batch.rows.size() != n) {
+    return InvalidArgument("batch gives rows for some tokens but not all");
+  }
+  if (!batch.visible.empty() && batch.visible.size() != n) {
+    return InvalidArgument("batch gives visibility for some tokens but not all");
+  }
+  if (!batch.rows.empty() && !batch.persist) {
+    return InvalidArgument("a batch that overwrites existing rows cannot be non-persistent");
   }
   for (int32_t t : batch.tokens) {
     if (t < 0 || t >= spec.n_vocab) {
@@ -25,25 +83,43 @@ Status ForwardPass::Begin(const Batch& batch, kv::KvSequence* seq) {
                         std::to_string(spec.n_vocab));
     }
   }
-  // Rows are appended in one go so positions can be arbitrary (not necessarily contiguous).
-  std::vector<kv::RowRef> rows;
-  rows.reserve(n);
-  for (int i = 0; i < n;) {
-    int j = i + 1;
-    while (j < n && batch.positions[j] == batch.positions[j - 1] + 1) ++j;
-    KVMEM_ASSIGN_OR_RETURN(std::vector<kv::RowRef> part, seq->AppendRows(j - i, batch.positions[i]));
-    rows.insert(rows.end(), part.begin(), part.end());
-    i = j;
+  for (const kv::RowRef& r : batch.rows) {
+    if (!seq->Owns(r)) {
+      return InvalidArgument("row (" + std::to_string(r.block) + ", " + std::to_string(r.row) +
+                             ") does not belong to the sequence");
+    }
+  }
+  rows_before_ = seq->n_rows();
+  std::vector<kv::RowRef> rows = batch.rows;
+  if (rows.empty()) {
+    // Appended in runs of consecutive positions, so positions may jump.
+    rows.reserve(n);
+    for (size_t i = 0; i < n;) {
+      size_t j = i + 1;
+      while (j < n && batch.positions[j] == batch.positions[j - 1] + 1) ++j;
+      auto part = seq->AppendRows(static_cast<int>(j - i), batch.positions[i]);
+      if (!part.ok()) {
+        seq->Truncate(rows_before_);
+        return part.status();
+      }
+      rows.insert(rows.end(), part->begin(), part->end());
+      i = j;
+    }
   }
   seq_ = seq;
-  batch_ = batch;
+  tokens_ = batch.tokens;
+  positions_ = batch.positions;
   rows_ = std::move(rows);
+  all_logits_ = batch.all_logits;
+  persist_ = batch.persist;
+  allowed_ = batch.visible;
+  for (auto& a : allowed_) AddRows(&a, rows_);
   next_layer_ = 0;
-  scratch_.Resize(spec, n);
-  x_.resize(static_cast<size_t>(n) * spec.n_embd);
+  scratch_.Resize(spec, static_cast<int>(n));
+  x_.resize(n * spec.n_embd);
   const auto& w = model_.weights();
-  for (int t = 0; t < n; ++t) {
-    kernels::DequantizeRow(w.tok_embd, batch.tokens[t], x_.data() + static_cast<size_t>(t) * spec.n_embd);
+  for (size_t t = 0; t < n; ++t) {
+    kernels::DequantizeRow(w.tok_embd, tokens_[t], x_.data() + t * spec.n_embd);
   }
   return Status::Ok();
 }
@@ -54,20 +130,47 @@ void ForwardPass::StepLayer() {
   const int l = next_layer_;
   const model::LayerWeights& lw = model_.weights().layers[l];
   kv::KvPool& kv = *seq_->pool();
-  model::ProjectQkv(spec, lw, x_.data(), batch_.positions, scratch_, pool_);
-  model::StoreKv(spec, l, scratch_, rows_, batch_.positions, kv);
-  if (tap_) tap_(l, scratch_.q, scratch_.n_tokens);
-  model::Attend(spec, l, seq_->view(), kv, scratch_, pool_);
+  model::ProjectQkv(spec, lw, x_.data(), positions_, scratch_, pool_);
+  model::StoreKv(spec, l, scratch_, rows_, positions_, kv);
+  if (tap_) tap_(TapContext(this, l));
+  model::Attend(spec, l, seq_->view(), kv, visibility(), scratch_, pool_);
   model::OutputAndFfn(spec, lw, x_.data(), scratch_, pool_);
   ++next_layer_;
+}
+
+Status ForwardPass::KeepTokens(std::span<const int> indices) {
+  const int n = static_cast<int>(tokens_.size());
+  for (size_t i = 0; i < indices.size(); ++i) {
+    if (indices[i] < 0 || indices[i] >= n || (i > 0 && indices[i] <= indices[i - 1])) {
+      return InvalidArgument("KeepTokens: indices must be ascending and within the batch");
+    }
+  }
+  if (indices.empty()) return InvalidArgument("KeepTokens: at least one token must remain");
+  const size_t d = model_.spec().n_embd;
+  for (size_t i = 0; i < indices.size(); ++i) {
+    const size_t k = indices[i];
+    tokens_[i] = tokens_[k];
+    positions_[i] = positions_[k];
+    rows_[i] = rows_[k];
+    if (!allowed_.empty()) allowed_[i] = std::move(allowed_[k]);
+    std::copy_n(x_.begin() + k * d, d, x_.begin() + i * d);
+  }
+  const size_t m = indices.size();
+  tokens_.resize(m);
+  positions_.resize(m);
+  rows_.resize(m);
+  if (!allowed_.empty()) allowed_.resize(m);
+  x_.resize(m * d);
+  scratch_.Resize(model_.spec(), static_cast<int>(m));
+  return Status::Ok();
 }
 
 void ForwardPass::Finish(std::vector<float>* logits) {
   assert(done());
   const model::ModelSpec& spec = model_.spec();
   const auto& w = model_.weights();
-  const int n = scratch_.n_tokens;
-  const int first = batch_.all_logits ? 0 : n - 1;
+  const int n = static_cast<int>(tokens_.size());
+  const int first = all_logits_ ? 0 : n - 1;
   const int n_out = n - first;
   std::vector<float>& xn = scratch_.xn;
   for (int t = first; t < n; ++t) {
@@ -77,6 +180,7 @@ void ForwardPass::Finish(std::vector<float>* logits) {
   }
   logits->resize(static_cast<size_t>(n_out) * spec.n_vocab);
   kernels::MatMul(w.output, xn.data(), n_out, logits->data(), pool_);
+  if (!persist_) seq_->Truncate(rows_before_);
 }
 
 Status Forward(const model::Model& model, ThreadPool* pool, kv::KvSequence* seq,
@@ -84,7 +188,6 @@ Status Forward(const model::Model& model, ThreadPool* pool, kv::KvSequence* seq,
                std::vector<float>* logits, int max_batch) {
   const int64_t n = static_cast<int64_t>(tokens.size());
   if (n == 0) return InvalidArgument("no tokens to evaluate");
-  const size_t n_vocab = static_cast<size_t>(model.spec().n_vocab);
   logits->clear();
   ForwardPass fp(model, pool);
   std::vector<float> part;
@@ -95,20 +198,14 @@ Status Forward(const model::Model& model, ThreadPool* pool, kv::KvSequence* seq,
     b.positions.resize(end - begin);
     for (int64_t i = begin; i < end; ++i) b.positions[i - begin] = first_pos + i;
     b.all_logits = all_logits;
-    const bool last = end == n;
-    if (!all_logits && !last) {
-      // Only the final micro-batch's last token needs logits; skip the LM head here.
-      KVMEM_RETURN_IF_ERROR(fp.Begin(b, seq));
-      while (!fp.done()) fp.StepLayer();
-      continue;
-    }
     KVMEM_RETURN_IF_ERROR(fp.Begin(b, seq));
     while (!fp.done()) fp.StepLayer();
-    fp.Finish(&part);
-    logits->insert(logits->end(), part.begin(), part.end());
+    // Only the final micro-batch's last token needs logits unless all are asked for.
+    if (all_logits || end == n) {
+      fp.Finish(&part);
+      logits->insert(logits->end(), part.begin(), part.end());
+    }
   }
-  assert(logits->size() % n_vocab == 0);
-  (void)n_vocab;
   return Status::Ok();
 }
 

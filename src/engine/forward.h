@@ -1,13 +1,17 @@
-// One forward pass of a batch of new tokens over a sequence's KV memory, stepped layer by layer.
+// One forward pass of a batch of tokens over a sequence's KV memory, stepped layer by layer.
 //
 //   ForwardPass fp(model, pool);
-//   fp.Begin(batch, &seq);            // rows for the batch appended to seq's view; tokens embedded
-//   while (!fp.done()) fp.StepLayer(); // between steps a caller may change later layers' views
+//   fp.Begin(batch, &seq);            // the batch's rows appended to (or chosen in) seq; embed
+//   while (!fp.done()) fp.StepLayer(); // between steps: change later layers' views, KeepTokens()
 //   fp.Finish(&logits);               // final norm + LM head
 //
-// A query tap, when set, sees each layer's post-RoPE Q rows just before attention (the hook
-// memory policies use to score blocks or tokens). Forward() runs the whole thing, splitting long
-// prompts into micro-batches to bound scratch memory.
+// What each token attends to is the (layer, KV head) list of seq's view, filtered by position
+// (a row is visible to a token if its view position is <= the token's position) and, when the
+// batch says so, by an allowed set of rows (custom visibility). A LayerTap, when set, runs in
+// every layer after the batch's K/V rows are stored and before attention: it sees the layer's
+// post-RoPE Q rows and can ask for attention weights of any token and head over the rows that
+// token reads — the hooks memory policies use to score blocks and tokens.
+// Forward() runs a plain prompt through, splitting it into micro-batches to bound scratch memory.
 // Not thread-safe: one ForwardPass per thread; the ThreadPool parallelizes inside each stage.
 #pragma once
 
@@ -28,10 +32,42 @@ struct Batch {
   std::vector<int32_t> tokens;     // (n)
   std::vector<int64_t> positions;  // (n) logical positions the tokens are computed at
   bool all_logits = false;         // logits for every token, else only for the last
+
+  // Optional (n): rows the sequence already holds (and its view already lists) to overwrite,
+  // e.g. to recompute cached tokens; by default new rows are appended to the sequence and view.
+  std::vector<kv::RowRef> rows;
+  // Optional (n): for each token, the rows written before this batch that it may read, sorted
+  // by (block, first_row); the batch's own rows stay readable under the position rule.
+  // Empty: everything in the view.
+  std::vector<std::vector<model::RowRange>> visible;
+  // false: the appended rows are removed from the sequence at Finish(), leaving nothing behind
+  // (e.g. a scoring prompt). Requires appended rows.
+  bool persist = true;
 };
 
-// (layer, q rows (n_tokens, n_heads, head_dim_k) post-RoPE, n_tokens)
-using QueryTap = std::function<void(int layer, std::span<const float> q, int n_tokens)>;
+class ForwardPass;
+
+// What a LayerTap sees. Valid only during the tap call.
+class TapContext {
+ public:
+  int layer() const { return layer_; }
+  int n_tokens() const;
+  std::span<const int64_t> positions() const;
+  // Post-RoPE queries: (n_tokens, n_heads, head_dim_k).
+  std::span<const float> q() const;
+  // Softmax weights of token t, query head h over the rows it reads in this layer, in the order
+  // attention reads them; rows[i] names the row of weights[i].
+  void AttentionWeights(int t, int h, std::vector<float>* weights,
+                        std::vector<kv::RowRef>* rows) const;
+
+ private:
+  friend class ForwardPass;
+  TapContext(const ForwardPass* fp, int layer) : fp_(fp), layer_(layer) {}
+  const ForwardPass* fp_;
+  int layer_;
+};
+
+using LayerTap = std::function<void(const TapContext&)>;
 
 class ForwardPass {
  public:
@@ -41,22 +77,36 @@ class ForwardPass {
   bool done() const { return next_layer_ >= model_.spec().n_layers; }
   int next_layer() const { return next_layer_; }
   void StepLayer();
-  // logits: (n_out, n_vocab), n_out = n_tokens if batch.all_logits else 1.
+  // From the next layer on, compute only the batch tokens at these indices (ascending, of the
+  // tokens still computed). The others keep the K/V their rows hold in later layers (cached
+  // rows) and get no logits.
+  Status KeepTokens(std::span<const int> indices);
+  // logits: (n_out, n_vocab), n_out = tokens still computed if batch.all_logits, else 1 (last).
   void Finish(std::vector<float>* logits);
 
-  void set_query_tap(QueryTap tap) { tap_ = std::move(tap); }
+  void set_tap(LayerTap tap) { tap_ = std::move(tap); }
   // The residual stream (n_tokens, n_embd) after the layers run so far.
   std::span<const float> hidden() const { return x_; }
+  // The rows of the tokens still computed, in batch order.
+  std::span<const kv::RowRef> rows() const { return rows_; }
 
  private:
+  friend class TapContext;
+  model::Visibility visibility() const { return {positions_, allowed_}; }
+
   const model::Model& model_;
   ThreadPool* pool_;
   kv::KvSequence* seq_ = nullptr;
-  Batch batch_;
+  std::vector<int32_t> tokens_;   // (n) tokens still computed
+  std::vector<int64_t> positions_;
   std::vector<kv::RowRef> rows_;
-  std::vector<float> x_;  // (n_tokens, n_embd)
+  std::vector<std::vector<model::RowRange>> allowed_;  // empty or (n)
+  bool all_logits_ = false;
+  bool persist_ = true;
+  int64_t rows_before_ = 0;
+  std::vector<float> x_;  // (n, n_embd)
   model::BlockScratch scratch_;
-  QueryTap tap_;
+  LayerTap tap_;
   int next_layer_ = 0;
 };
 

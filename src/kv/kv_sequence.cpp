@@ -1,8 +1,11 @@
 #include "kv/kv_sequence.h"
 
+#include <algorithm>
+
 namespace kvmem::kv {
 
-KvSequence::KvSequence(KvPool* pool) : pool_(pool), view_(pool->geometry().n_layers) {}
+KvSequence::KvSequence(KvPool* pool)
+    : pool_(pool), view_(pool->geometry().n_layers, pool->geometry().n_kv_heads) {}
 
 KvSequence::~KvSequence() {
   for (int32_t b : blocks_) pool_->Free(b);
@@ -42,11 +45,28 @@ Result<std::vector<RowRef>> KvSequence::AppendRows(int n, int64_t first_pos) {
 void KvSequence::Truncate(int64_t n) {
   if (n >= n_rows_) return;
   const int block_rows = pool_->geometry().block_rows;
+  // Remove the dropped rows from every view list wherever they appear (views need not be in
+  // storage order), then free the blocks that hold no kept row.
+  for (int64_t i = std::max<int64_t>(n, 0); i < n_rows_;) {
+    const int32_t row = static_cast<int32_t>(i % block_rows);
+    const int count = static_cast<int>(std::min<int64_t>(block_rows - row, n_rows_ - i));
+    view_.Hide({blocks_[i / block_rows], row}, count);
+    i += count;
+  }
   const size_t keep_blocks = static_cast<size_t>((n + block_rows - 1) / block_rows);
   for (size_t i = keep_blocks; i < blocks_.size(); ++i) pool_->Free(blocks_[i]);
   blocks_.resize(keep_blocks);
   n_rows_ = n;
-  view_.Truncate(n);
+}
+
+bool KvSequence::Owns(RowRef r) const {
+  const int block_rows = pool_->geometry().block_rows;
+  for (size_t i = 0; i < blocks_.size(); ++i) {
+    if (blocks_[i] == r.block) {
+      return r.row >= 0 && static_cast<int64_t>(i) * block_rows + r.row < n_rows_;
+    }
+  }
+  return false;
 }
 
 }  // namespace kvmem::kv

@@ -24,10 +24,14 @@ class KvSequence {
   // to the view of every layer. On failure nothing changes.
   Result<std::vector<RowRef>> AppendRows(int n, int64_t first_pos);
 
-  // Drops every row after the first n of the sequence's storage order and view, freeing blocks
-  // that become empty. Used when a prompt diverges from the cached one.
+  // Drops every row after the first n in storage order, from the pool and from every view list,
+  // freeing blocks that become empty. Used when a prompt diverges from the cached one, and to
+  // roll back rows of a pass that must leave nothing behind.
   void Truncate(int64_t n);
   void Clear() { Truncate(0); }
+
+  // True if r is one of the rows written so far.
+  bool Owns(RowRef r) const;
 
   const KvView& view() const { return view_; }
   KvView& view() { return view_; }

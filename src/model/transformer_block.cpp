@@ -75,46 +75,65 @@ void StoreKv(const ModelSpec& spec, int layer, const BlockScratch& s,
   }
 }
 
-void Attend(const ModelSpec& spec, int layer, const kv::KvView& view, const kv::KvPool& kv,
-            BlockScratch& s, ThreadPool* pool) {
-  const std::vector<kv::ViewRun>& runs = view.layer(layer);
-  const int n_kv = spec.n_kv_heads;
-  const int group = spec.n_heads / n_kv;
-  const int hk = spec.head_dim_k, hv = spec.head_dim_v;
-  assert(hk == hv);  // the attention kernels read K and V rows of one head size
+namespace {
 
-  // spans[g]: the runs of KV head g, in view order.
-  std::vector<std::vector<kernels::KvSpan>> spans(n_kv);
-  int64_t n_view = 0;
-  for (const kv::ViewRun& r : runs) n_view += r.n_rows;
-  for (int g = 0; g < n_kv; ++g) {
-    spans[g].reserve(runs.size());
-    for (const kv::ViewRun& r : runs) {
-      spans[g].push_back(kv.Span(r.block, layer, g, r.first_row, r.n_rows));
+// Appends the parts of rows [lo, lo + n) of `block` that lie in `allowed` (sorted).
+template <typename Emit>
+void Intersect(int32_t block, int32_t lo, int32_t n, const std::vector<RowRange>& allowed,
+               Emit emit) {
+  const int32_t hi = lo + n;
+  for (const RowRange& a : allowed) {
+    if (a.block != block) continue;
+    const int32_t c_lo = std::max(lo, a.first_row);
+    const int32_t c_hi = std::min(hi, a.first_row + a.n_rows);
+    if (c_lo < c_hi) emit(c_lo, c_hi - c_lo);
+  }
+}
+
+}  // namespace
+
+void CollectVisible(const kv::KvView& view, const kv::KvPool& kv, int layer, int head,
+                    const Visibility& vis, int t, std::vector<kernels::KvSpan>* spans,
+                    std::vector<RowRange>* ranges) {
+  spans->clear();
+  if (ranges) ranges->clear();
+  const int64_t pos = vis.positions[t];
+  auto emit = [&](int32_t block, int32_t first, int32_t n) {
+    spans->push_back(kv.Span(block, layer, head, first, n));
+    if (ranges) ranges->push_back({block, first, n});
+  };
+  for (const kv::ViewRun& r : view.list(layer, head)) {
+    if (r.dead()) continue;
+    // Positions rise by one along a run, so the rows at or before `pos` are a prefix.
+    const int64_t n_vis = std::min<int64_t>(r.n_rows, pos - r.first_pos + 1);
+    if (n_vis <= 0) continue;
+    if (vis.allowed.empty()) {
+      emit(r.block, r.first_row, static_cast<int32_t>(n_vis));
+    } else {
+      Intersect(r.block, r.first_row, static_cast<int32_t>(n_vis), vis.allowed[t],
+                [&](int32_t first, int32_t n) { emit(r.block, first, n); });
     }
   }
-  const int n = s.n_tokens;
-  assert(n_view >= n);
+}
+
+void Attend(const ModelSpec& spec, int layer, const kv::KvView& view, const kv::KvPool& kv,
+            const Visibility& vis, BlockScratch& s, ThreadPool* pool) {
+  const int group = spec.n_heads / spec.n_kv_heads;
+  const int hk = spec.head_dim_k, hv = spec.head_dim_v;
+  assert(hk == hv);  // the attention kernels read K and V rows of one head size
   const float scale = spec.attn_scale();
+  const int n = s.n_tokens;
+  // One task per (token, head) for balance at decode (few heads, two threads); collecting the
+  // spans again per head is O(runs), small next to reading the rows.
   pool->ParallelFor(static_cast<int64_t>(n) * spec.n_heads, 1, [&](int64_t begin, int64_t end) {
-    std::vector<kernels::KvSpan> visible;
+    std::vector<kernels::KvSpan> spans;
     for (int64_t i = begin; i < end; ++i) {
       const int t = static_cast<int>(i / spec.n_heads);
       const int h = static_cast<int>(i % spec.n_heads);
-      const int g = h / group;
-      // Causal: token t sees everything but the batch rows after it.
-      int64_t limit = n_view - (n - 1 - t);
-      visible.clear();
-      for (const kernels::KvSpan& sp : spans[g]) {
-        if (limit <= 0) break;
-        kernels::KvSpan c = sp;
-        c.n_rows = std::min<int64_t>(c.n_rows, limit);
-        limit -= c.n_rows;
-        visible.push_back(c);
-      }
+      CollectVisible(view, kv, layer, h / group, vis, t, &spans, nullptr);
       const float* q = s.q.data() + static_cast<size_t>(t) * spec.q_dim() + h * hk;
       float* out = s.attn.data() + (static_cast<size_t>(t) * spec.n_heads + h) * hv;
-      kv.Attend(q, visible.data(), static_cast<int>(visible.size()), scale, out);
+      kv.Attend(q, spans.data(), static_cast<int>(spans.size()), scale, out);
     }
   });
 }

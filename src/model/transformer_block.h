@@ -4,8 +4,10 @@
 //   x (n_tokens, n_embd) residual stream
 //   ProjectQkv:   xn = RMSNorm(x) * attn_norm; q, k, v = xn W^T (+ bias); [QK-norm]; RoPE(q, k)
 //   StoreKv:      k, v rows -> the pool rows of this batch (f16), recording the rotation position
-//   Attend:       attn[t, h] = softmax(q . K^T * scale) V over the rows of the layer's view that
-//                 token t may see (all history rows plus batch rows up to t)
+//   Attend:       attn[t, h] = softmax(q . K^T * scale) V over the rows of the (layer, KV head)
+//                 view list that token t may see: live rows whose view position is <= the
+//                 token's position (causal by position, which also covers the batch's own rows),
+//                 restricted, when given, to the token's allowed row ranges
 //   OutputAndFfn: x += attn Wo^T; x += W_down (act(RMSNorm(x) W_gate^T) * (... W_up^T))
 //
 // Every intermediate is a named buffer of BlockScratch so it can be dumped and compared.
@@ -45,9 +47,28 @@ void StoreKv(const ModelSpec& spec, int layer, const BlockScratch& s,
              std::span<const kv::RowRef> rows, std::span<const int64_t> positions,
              kv::KvPool& kv);
 
-// The batch's own rows must be the last s.n_tokens rows of view.layer(layer), in batch order.
+// Rows [first_row, first_row + n_rows) of one block.
+struct RowRange {
+  int32_t block;
+  int32_t first_row;
+  int32_t n_rows;
+};
+
+// Which rows each batch token may read. positions: (n_tokens). allowed: empty (every row), or
+// (n_tokens) lists of row ranges, each sorted by (block, first_row) and non-overlapping.
+struct Visibility {
+  std::span<const int64_t> positions;
+  std::span<const std::vector<RowRange>> allowed;
+};
+
+// The rows token t reads in (layer, head), in view order, as kernel spans; `ranges` (if not
+// null) receives the same rows as RowRanges so a caller can name them.
+void CollectVisible(const kv::KvView& view, const kv::KvPool& kv, int layer, int head,
+                    const Visibility& vis, int t, std::vector<kernels::KvSpan>* spans,
+                    std::vector<RowRange>* ranges);
+
 void Attend(const ModelSpec& spec, int layer, const kv::KvView& view, const kv::KvPool& kv,
-            BlockScratch& s, ThreadPool* pool);
+            const Visibility& vis, BlockScratch& s, ThreadPool* pool);
 
 void OutputAndFfn(const ModelSpec& spec, const LayerWeights& w, float* x, BlockScratch& s,
                   ThreadPool* pool);

@@ -75,12 +75,17 @@ TEST_P(ForwardTest, LayerSteppingAndQueryTap) {
   kv::KvSequence seq(pool_.get());
   ForwardPass fp(*model_, &threads_);
   std::vector<int> layers_seen;
-  fp.set_query_tap([&](int layer, std::span<const float> q, int n) {
+  fp.set_tap([&](const TapContext& tap) {
+    const int layer = tap.layer();
+    const int n = tap.n_tokens();
+    std::span<const float> q = tap.q();
     layers_seen.push_back(layer);
     EXPECT_EQ(n, 4);
     EXPECT_EQ(q.size(), size_t(4) * model_->spec().q_dim());
   });
-  Batch b{{1, 2, 3, 4}, {0, 1, 2, 3}, false};
+  Batch b;
+  b.tokens = {1, 2, 3, 4};
+  b.positions = {0, 1, 2, 3};
   ASSERT_TRUE(fp.Begin(b, &seq).ok());
   while (!fp.done()) fp.StepLayer();
   std::vector<float> stepped;
