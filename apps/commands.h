@@ -8,5 +8,8 @@ namespace kvmem::app {
 
 void AddRunCommand(CLI::App& app);
 void AddIdsCommands(CLI::App& app);
+// `eval` and its subcommands (`eval kvquant`).
+void AddEvalCommands(CLI::App& app);
+void AddEvalKvQuantCommand(CLI::App& eval);
 
 }  // namespace kvmem::app

@@ -9,6 +9,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   kvmem::app::AddRunCommand(app);
   kvmem::app::AddIdsCommands(app);
+  kvmem::app::AddEvalCommands(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::RuntimeError& e) {

@@ -4,11 +4,11 @@
 #   package (Debian)        used by
 #   libgtest-dev            tests
 #   libcli11-dev            apps (command line parsing)
-#   nlohmann-json3-dev      tests (reading golden vectors)
+#   nlohmann-json3-dev      apps/eval (LoCoMo data, --json output), tests (golden vectors)
 #   python3 + venv (PyPI: numpy, gguf, tokenizers)   test oracles only, never the product
 find_package(Threads REQUIRED)
+find_package(nlohmann_json 3 REQUIRED)
 if(KVMEM_TESTS)
   find_package(GTest REQUIRED)
-  find_package(nlohmann_json 3 REQUIRED)
 endif()
 find_package(CLI11 REQUIRED)
