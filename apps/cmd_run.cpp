@@ -13,6 +13,7 @@
 #include "commands.h"
 #include "engine/generate.h"
 #include "engine/stop_strings.h"
+#include "kv/kv_format.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/gguf_config.h"
 #include "tokenizer/tokenizer.h"
@@ -32,6 +33,8 @@ struct RunOptions {
   int64_t seed = -1;
   engine::SamplerConfig sampler;
   std::vector<std::string> stops;
+  std::string cache_type_k = "f16";
+  std::string cache_type_v = "f16";
 };
 
 Result<std::string> PromptText(const RunOptions& o) {
@@ -74,7 +77,15 @@ int Run(RunOptions o) {
     return Fail(OutOfRange("prompt has " + std::to_string(ids.size()) +
                            " tokens; the context holds " + std::to_string(n_ctx)));
   }
-  kv::KvPool pool(model.kv_geometry(block), static_cast<int>((n_ctx + block - 1) / block));
+  auto fk = kv::ParseKvFormat(o.cache_type_k);
+  if (!fk.ok()) return Fail(fk.status().WithContext("--cache-type-k"));
+  auto fv = kv::ParseKvFormat(o.cache_type_v);
+  if (!fv.ok()) return Fail(fv.status().WithContext("--cache-type-v"));
+  const kv::KvFormats formats{*fk, *fv};
+  Status fst = kv::CheckKvFormats(formats, model.spec().head_dim_k, model.spec().head_dim_v);
+  if (!fst.ok()) return Fail(fst);
+  kv::KvPool pool(model.kv_geometry(block), static_cast<int>((n_ctx + block - 1) / block),
+                  formats);
   kv::KvSequence seq(&pool);
   ThreadPool threads(o.threads);
 
@@ -149,6 +160,11 @@ void AddRunCommand(CLI::App& app) {
   run->add_option("--repeat-last-n", o->sampler.repeat_last_n, "window of the penalty")
       ->capture_default_str();
   run->add_option("--stop", o->stops, "stop string (repeatable)");
+  run->add_option("--cache-type-k,--ctk", o->cache_type_k, "KV cache format of keys: " +
+                                                               kv::KvFormatNames())
+      ->capture_default_str();
+  run->add_option("--cache-type-v,--ctv", o->cache_type_v, "KV cache format of values")
+      ->capture_default_str();
   run->callback([o] {
     if (o->prompt.empty() && o->prompt_file.empty()) {
       throw CLI::RuntimeError(Fail(InvalidArgument("give a prompt with -p or -f")));

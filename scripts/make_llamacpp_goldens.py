@@ -16,8 +16,13 @@ ChatML text is rendered by hand), plus two extra short prompts:
                    n_batch, flash_attn (off), KV type (f16), extra-bufts off
                    (AMX workaround, see tests/oracle/llamacpp_util.py).
 
-Usage (venv python): scripts/make_llamacpp_goldens.py [--model M] [--n 64]
-                     [--out tests/data/oracle/llamacpp_greedy.json]
+--family gemma3 writes tests/data/oracle/llamacpp_greedy_gemma3.json instead:
+the prompts of gemma3_prompts.json (Gemma chat turns and raw text, one of 772
+tokens, past the 512-token sliding window) plus two extra ones, each with
+<bos> prepended, for ~/.cache/kvmem/models/gemma-3-270m-q4_k_m.gguf.
+
+Usage (venv python): scripts/make_llamacpp_goldens.py [--family smollm2|gemma3]
+                     [--model M] [--n 64] [--out F.json]
 """
 from __future__ import annotations
 
@@ -33,7 +38,7 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.join(ROOT, "tests", "oracle"))
 
 import llamacpp_util as U  # noqa: E402
-from make_prompts import chatml  # noqa: E402
+from make_prompts import GEMMA3_MODEL, chatml, gemma_turn  # noqa: E402
 
 TOPK = 8
 N_CTX = 2048
@@ -42,6 +47,12 @@ N_THREADS = 2
 EXTRA = [
     {"name": "chat_haiku", "kind": "chatml",
      "text": chatml("Write a haiku about autumn leaves.")},
+    {"name": "raw_list", "kind": "raw",
+     "text": "Here is a list of the planets of the solar system, in order:\n1."},
+]
+EXTRA_GEMMA3 = [
+    {"name": "chat_haiku", "kind": "gemma",
+     "text": gemma_turn("Write a haiku about autumn leaves.")},
     {"name": "raw_list", "kind": "raw",
      "text": "Here is a list of the planets of the solar system, in order:\n1."},
 ]
@@ -71,14 +82,19 @@ def greedy(llm, prompt_ids, n):
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--model", default=U.model_path())
+    ap.add_argument("--family", choices=["smollm2", "gemma3"], default="smollm2")
+    ap.add_argument("--model")
     ap.add_argument("--n", type=int, default=64)
-    ap.add_argument("--prompts", default=os.path.join(ROOT, "tests", "data", "oracle",
-                                                      "prompts.json"))
-    ap.add_argument("--out", default=os.path.join(ROOT, "tests", "data", "oracle",
-                                                  "llamacpp_greedy.json"))
+    ap.add_argument("--prompts")
+    ap.add_argument("--out")
     a = ap.parse_args(argv)
-    prompts = json.load(open(a.prompts))["prompts"] + EXTRA
+    gemma = a.family == "gemma3"
+    data = os.path.join(ROOT, "tests", "data", "oracle")
+    a.model = a.model or (GEMMA3_MODEL if gemma else U.model_path())
+    a.prompts = a.prompts or os.path.join(data, "gemma3_prompts.json" if gemma else "prompts.json")
+    a.out = a.out or os.path.join(data, "llamacpp_greedy_gemma3.json" if gemma
+                                  else "llamacpp_greedy.json")
+    prompts = json.load(open(a.prompts))["prompts"] + (EXTRA_GEMMA3 if gemma else EXTRA)
     # logits_all=True so that llm.scores holds every evaluated row
     llm = U.open_model(a.model, n_ctx=N_CTX, n_threads=N_THREADS,
                        logits_all=True, flash_attn=False)
@@ -89,8 +105,9 @@ def main(argv=None) -> int:
                 "prompt_eval": "one llama_decode per n_batch chunk, then 1-token decodes"})
     out = {"model": os.path.basename(a.model), "n_generate": a.n, "topk": TOPK,
            "config": cfg, "cases": []}
+    bos = [llm.token_bos()] if gemma else []  # Gemma's add_bos_token is true
     for p in prompts:
-        ids = U.tokenize(llm, p["text"])
+        ids = bos + U.tokenize(llm, p["text"])
         if "ids" in p and p["ids"] != ids:
             print(f"warning: {p['name']}: prompts.json ids differ from llama.cpp's",
                   file=sys.stderr)

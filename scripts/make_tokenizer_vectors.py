@@ -14,10 +14,16 @@ no code with kvmem:
                            types, and the ids sentencepiece encodes test texts to.
   chat_template_vectors.json  Official chat templates (SmolLM2's from the GGUF; Qwen2, Llama-3,
                            Gemma-3) rendered by jinja2 with the settings transformers uses.
+  gemma3_vectors.json      The real Gemma-3 vocabulary (262,144 SentencePiece pieces read from the
+                           gemma-3-270m GGUF) through transformers' GGUF tokenizer converter
+                           (`convert_gguf_tokenizer`: GemmaTokenizer over `tokenizers`, merges
+                           rebuilt from the vocabulary in file order), cross-checked against
+                           llama.cpp. Written only when that model is installed
+                           (scripts/install_deps.sh --model gemma3-270m) and transformers is.
 
-Run with the project venv (numpy, gguf, tokenizers, jinja2, sentencepiece; llama-cpp-python
-optional):
-  ~/.cache/kvmem/venv/bin/python scripts/make_tokenizer_vectors.py
+Run with the project venv (numpy, gguf, tokenizers, jinja2, sentencepiece; llama-cpp-python and
+transformers optional):
+  ~/.cache/kvmem/venv/bin/python scripts/make_tokenizer_vectors.py [--only gemma3]
 """
 import argparse
 import json
@@ -35,6 +41,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
 
 DEFAULT_MODEL = os.path.expanduser("~/.cache/kvmem/models/SmolLM2-135M-Instruct.Q4_1.gguf")
+GEMMA3_MODEL = os.path.expanduser("~/.cache/kvmem/models/gemma-3-270m-q4_k_m.gguf")
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # Official pre-tokenizer regexes (tokenizer.json of Llama-3 and Qwen2).
@@ -100,9 +107,14 @@ RANDOM_POOL = (list("abcxyzABCXYZ") + list("0123456789") + [" "] * 6 + ["\n", "\
                ["<|im_start|>", "<|im_end|>", "<|endoftext|>"])
 
 
-def random_cases(n, seed):
+GEMMA3_POOL = [t for t in RANDOM_POOL if not t.startswith("<|")] + [
+    "<start_of_turn>", "<end_of_turn>", "<bos>", "\n\n", "  ", "<b>", "</", "\U0001f914"]
+
+
+def random_cases(n, seed, gemma=False):
     rng = random.Random(seed)
-    return ["".join(rng.choice(RANDOM_POOL) for _ in range(rng.randint(1, 24))) for _ in range(n)]
+    pool = GEMMA3_POOL if gemma else RANDOM_POOL
+    return ["".join(rng.choice(pool) for _ in range(rng.randint(1, 24))) for _ in range(n)]
 
 
 def read_gguf_vocab(path):
@@ -406,6 +418,69 @@ def chat_template_vectors(smollm2_template):
             "templates": templates, "cases": cases}
 
 
+# Gemma-specific texts on top of FIXED_CASES: its chat markers and other control tokens, the
+# user-defined whitespace and markup pieces, digits (split one by one), byte fallback.
+GEMMA3_CASES = [
+    "<start_of_turn>user\nWrite a haiku about memory.<end_of_turn>\n<start_of_turn>model\n",
+    "<bos><start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\nHello!<end_of_turn>\n",
+    "<start_of_turn>", "<end_of_turn>", "x<end_of_turn>y", "<start_of_turn>user", "<start_of_turn",
+    "<pad><eos><bos><unk><mask>", "<unused0> and <unused98>", "[multimodal]", "<start_of_image>",
+    "<end_of_image>", "<image_soft_token>", "a [multimodal] b", "<bos>", "<eos>text",
+    "\n", "\n\n", "\n\n\n\n\n\n", "a\n\n\nb", "  ", "   ", "        eight", "a    b",
+    "\t\t\t\t", " \t \n ", "31 spaces" + " " * 31 + "end", "<h1>Title</h1><br/><div>",
+    "<table><tr><td>1</td></tr></table>", "**bold** _italic_ `code` ~~strike~~",
+    "1234567890", "3.14159265358979", "+1 (555) 010-9999", "\u0661\u0662\u0663\u0664",
+    "\U0001f914\U0001f9e0\U0001f4a1", "\U000e0041 tag char", "\ud7ff\ue000\uffff", "\x00nul",
+    "Gr\u00fc\u00df Gott, \u00e7a va? \u00bfQu\u00e9 tal?", "\u0928\u092e\u0938\u094d\u0924\u0947",
+    "function f(a, b) { return a ?? b; }", "SELECT * FROM t WHERE x >= 10;",
+    "<0x41><0xFF>", "\u00ad\u200b\u2060",
+    # Not here: text holding U+2581 itself. llama.cpp escapes spaces to U+2581 and cannot tell
+    # them apart; transformers respells the GGUF's whitespace pieces ("  ") as U+2581 runs, so
+    # the two disagree on such text ("\u2581\u2581" -> 3 pieces vs 1).
+]
+
+
+def gemma3_vectors(model_path, cases):
+    from transformers.integrations.gguf.gguf_tokenizer_mapping import convert_gguf_tokenizer
+    import transformers
+
+    r = gguf.GGUFReader(model_path)
+
+    def get(key):
+        return r.fields[key].contents()
+
+    # The tokenizer dict transformers' GGUF reader builds (get_gguf_tokenizer), read here with
+    # the gguf package so that torch is not needed.
+    tok_dict = {"tokenizer_type": get("tokenizer.ggml.model"),
+                "pre_tokenizer_type": get("tokenizer.ggml.pre"),
+                "tokens": get("tokenizer.ggml.tokens"), "scores": get("tokenizer.ggml.scores"),
+                "token_type": get("tokenizer.ggml.token_type"),
+                "bos_token_id": get("tokenizer.ggml.bos_token_id"),
+                "eos_token_id": get("tokenizer.ggml.eos_token_id"),
+                "unk_token_id": get("tokenizer.ggml.unknown_token_id"),
+                "pad_token_id": get("tokenizer.ggml.padding_token_id"),
+                "add_prefix_space": get("tokenizer.ggml.add_space_prefix")}
+    tok, _ = convert_gguf_tokenizer(get("general.architecture"), tok_dict)
+    bos = tok_dict["bos_token_id"]
+    out = []
+    for text in cases:
+        out.append({"text": text, "ids": [bos] + encode(tok, text, True),
+                    "ids_no_special": [bos] + encode(tok, text, False)})
+    producer = {"tool": "transformers GGUF tokenizer converter + huggingface tokenizers",
+                "version": f"transformers {transformers.__version__}, "
+                           f"tokenizers {tokenizers.__version__}",
+                "pipeline": "convert_gguf_tokenizer('gemma3', vocab/scores/types of the GGUF); "
+                            "BOS prepended (add_bos_token); ids_no_special with "
+                            "encode_special_tokens=True",
+                "vocab_source": os.path.basename(model_path)}
+    agree = cross_check_llama_cpp(model_path, [
+        {"text": c["text"], "ids": c["ids"][1:], "ids_no_special": c["ids_no_special"][1:]}
+        for c in out])
+    if agree is not None:
+        producer["llama_cpp_cross_check"] = agree
+    return {"producer": producer, "cases": out}
+
+
 def write(path, data):
     with open(path, "w", encoding="utf-8") as f:
         json.dump(data, f, ensure_ascii=False, indent=None, separators=(",", ":"))
@@ -418,8 +493,20 @@ def main():
     ap.add_argument("--model", default=DEFAULT_MODEL)
     ap.add_argument("--out", default=os.path.join(REPO, "tests", "data", "tokenizer"))
     ap.add_argument("--dump-vocab", help="also write the GGUF's tokenizer arrays to this JSON")
+    ap.add_argument("--gemma3-model", default=GEMMA3_MODEL)
+    ap.add_argument("--only", choices=["smollm2", "gemma3"],
+                    help="write only the vectors of this model (gemma3: gemma3_vectors.json)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
+    if args.only != "smollm2":
+        if os.path.exists(args.gemma3_model):
+            cases = FIXED_CASES + GEMMA3_CASES + random_cases(200, seed=4321, gemma=True)
+            write(os.path.join(args.out, "gemma3_vectors.json"),
+                  gemma3_vectors(args.gemma3_model, cases))
+        else:
+            print("skipping gemma3_vectors.json:", args.gemma3_model, "missing", file=sys.stderr)
+        if args.only == "gemma3":
+            return
     vocab = read_gguf_vocab(args.model)
     if args.dump_vocab:
         write(args.dump_vocab, vocab)

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cmath>
 
 #include "kernels/matmul.h"
 #include "kernels/ops.h"
@@ -21,7 +22,8 @@ void TapContext::AttentionWeights(int t, int h, std::vector<float>* weights,
   std::vector<kernels::KvSpan> spans;
   std::vector<model::RowRange> ranges;
   const kv::KvPool& kv = *fp_->seq_->pool();
-  model::CollectVisible(fp_->seq_->view(), kv, layer_, g, fp_->visibility(), t, &spans, &ranges);
+  model::CollectVisible(fp_->seq_->view(), kv, layer_, g, spec.layers[layer_].sliding_window,
+                        fp_->visibility(), t, &spans, &ranges);
   rows->clear();
   for (const model::RowRange& r : ranges) {
     for (int32_t i = 0; i < r.n_rows; ++i) rows->push_back({r.block, r.first_row + i});
@@ -121,6 +123,9 @@ Status ForwardPass::Begin(const Batch& batch, kv::KvSequence* seq) {
   for (size_t t = 0; t < n; ++t) {
     kernels::DequantizeRow(w.tok_embd, tokens_[t], x_.data() + t * spec.n_embd);
   }
+  if (spec.embd_scale != 1.0f) {
+    for (float& v : x_) v *= spec.embd_scale;
+  }
   return Status::Ok();
 }
 
@@ -130,7 +135,7 @@ void ForwardPass::StepLayer() {
   const int l = next_layer_;
   const model::LayerWeights& lw = model_.weights().layers[l];
   kv::KvPool& kv = *seq_->pool();
-  model::ProjectQkv(spec, lw, x_.data(), positions_, scratch_, pool_);
+  model::ProjectQkv(spec, l, lw, x_.data(), positions_, scratch_, pool_);
   model::StoreKv(spec, l, scratch_, rows_, positions_, kv);
   if (tap_) tap_(TapContext(this, l));
   model::Attend(spec, l, seq_->view(), kv, visibility(), scratch_, pool_);
@@ -180,6 +185,9 @@ void ForwardPass::Finish(std::vector<float>* logits) {
   }
   logits->resize(static_cast<size_t>(n_out) * spec.n_vocab);
   kernels::MatMul(w.output, xn.data(), n_out, logits->data(), pool_);
+  if (const float cap = spec.final_logit_softcap; cap > 0.0f) {
+    for (float& v : *logits) v = cap * std::tanh(v / cap);
+  }
   if (!persist_) seq_->Truncate(rows_before_);
 }
 

@@ -1,4 +1,5 @@
-// AVX2/FMA/F16C AttendF16. Rows are taken eight at a time across span boundaries (a block holds
+// AVX2/FMA/F16C attention over f16 K and V (the default KV format; quantized formats are in
+// attention_quant_avx2.cpp). Rows are taken eight at a time across span boundaries (a block holds
 // row pointers, so spans of any length fill it): eight dot products share each q chunk and end
 // in one transposed horizontal sum; the block's max updates the running max once (rescaling the
 // accumulator only when it grows); one vector exp gives the eight weights; the V rows are then
@@ -18,8 +19,9 @@ namespace {
 
 constexpr int kBlock = 8;
 
-inline __m256 LoadF16(const uint16_t* p) {
-  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+// Eight f16 values starting at element `d` of the row at p.
+inline __m256 LoadF16(const uint8_t* p, int d) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2 * d)));
 }
 
 struct OnlineSoftmax {
@@ -32,14 +34,14 @@ struct OnlineSoftmax {
 // rows (the caller repeats a real row); their scores are masked out. kDim > 0 fixes head_dim at
 // compile time (fully unrolled loops for the common sizes); kDim == 0 reads `dim`.
 template <int kDim>
-void AddBlock(const float* q, int dim, const uint16_t* const* k, const uint16_t* const* v, int n,
+void AddBlock(const float* q, int dim, const uint8_t* const* k, const uint8_t* const* v, int n,
               float scale, OnlineSoftmax* st) {
   const int head_dim = kDim > 0 ? kDim : dim;
   __m256 dots[kBlock];
   for (int r = 0; r < kBlock; ++r) dots[r] = _mm256_setzero_ps();
   for (int d = 0; d < head_dim; d += 8) {
     const __m256 qv = _mm256_loadu_ps(q + d);
-    for (int r = 0; r < kBlock; ++r) dots[r] = _mm256_fmadd_ps(LoadF16(k[r] + d), qv, dots[r]);
+    for (int r = 0; r < kBlock; ++r) dots[r] = _mm256_fmadd_ps(LoadF16(k[r], d), qv, dots[r]);
   }
   __m256 s = _mm256_mul_ps(avx2::Hsum8(dots), _mm256_set1_ps(scale));
   const __m256 live = _mm256_castsi256_ps(avx2::TailMask(n));
@@ -64,7 +66,7 @@ void AddBlock(const float* q, int dim, const uint16_t* const* k, const uint16_t*
   for (int r = 0; r < kBlock; ++r) pb[r] = _mm256_set1_ps(pw[r]);
   for (int d = 0; d < head_dim; d += 8) {
     __m256 o = _mm256_loadu_ps(st->acc + d);
-    for (int r = 0; r < kBlock; ++r) o = _mm256_fmadd_ps(pb[r], LoadF16(v[r] + d), o);
+    for (int r = 0; r < kBlock; ++r) o = _mm256_fmadd_ps(pb[r], LoadF16(v[r], d), o);
     _mm256_storeu_ps(st->acc + d, o);
   }
 }
@@ -75,14 +77,14 @@ void Attend(const float* q, int head_dim, const KvSpan* spans, int n_spans, floa
   alignas(32) float acc[kAttendStackDim];
   std::memset(acc, 0, sizeof(float) * head_dim);
   OnlineSoftmax st{.acc = acc};
-  const uint16_t* k[kBlock];
-  const uint16_t* v[kBlock];
+  const uint8_t* k[kBlock];
+  const uint8_t* v[kBlock];
   int n = 0;
   for (int sp = 0; sp < n_spans; ++sp) {
     const KvSpan& span = spans[sp];
     for (int64_t j = 0; j < span.n_rows; ++j) {
-      k[n] = span.k + j * span.stride;
-      v[n] = span.v + j * span.stride;
+      k[n] = span.k + j * span.k_stride;
+      v[n] = span.v + j * span.v_stride;
       if (++n == kBlock) {
         AddBlock<kDim>(q, head_dim, k, v, n, scale, &st);
         n = 0;

@@ -2,17 +2,31 @@
 // `block_rows` token rows for all layers and all KV heads, so a row is named by (block, row) in
 // every layer at once. Keys are stored already rotated by RoPE at the position recorded for the
 // row (`rotated_pos`); moving a row to another logical position re-rotates it in place
-// (Reposition), an exact rotation by the difference, losing only f16 rounding. This keeps the
-// plain decode path free of per-step rotation while history can be re-placed without a forward
-// pass (DESIGN.md "Positions are decoupled from storage").
+// (Reposition), an exact rotation by the difference, losing only the storage format's rounding.
+// This keeps the plain decode path free of per-step rotation while history can be re-placed
+// without a forward pass (DESIGN.md "Positions are decoupled from storage").
 //
-// Layout of one block, per layer l and KV head h:
-//   K[l][h] : (block_rows, head_dim_k) f16, contiguous
-//   V[l][h] : (block_rows, head_dim_v) f16, contiguous
-// so attention reads each (layer, head) of a block as one contiguous span.
+// Rows are stored in the pool's KvFormats (kv_format.h), read in place by the attention kernel.
+// Layout of one block, per layer l and KV head h (bytes):
+//   K[l][h] : block_rows rows of KRowBytes(k type, head_dim_k); kivi4: block_rows / 32 groups of
+//             KiviGroupBytes(head_dim_k)
+//   V[l][h] : block_rows rows of VRowBytes(v type, head_dim_v)
+// so attention reads each (layer, head) of a block as one span. kivi4 K keeps the rows of each
+// (layer, head)'s newest incomplete group of 32 in an f16 staging area of the block (allocated
+// while the block has incomplete groups; rows past the last whole group of a block whose
+// block_rows is not a multiple of 32 stay there), and quantizes a group when its 32nd row is
+// written.
 //
-// Thread-safety: allocation (Allocate/Free) is not thread-safe; concurrent writes to distinct
-// rows and concurrent reads are fine.
+// Write order: each layer of a block has a count of written rows (rows [0, written) hold data).
+// Writing row `written` appends; writing an earlier row overwrites it in place (recomputation;
+// for kivi4 K a row of a whole group requantizes that group, adding up to one more budget of
+// error to its other rows); kivi4 K asserts no row is skipped. DropRows lowers the count when a
+// sequence is truncated, so rows re-appended after the cut go through staging again instead
+// of requantizing a group once per row.
+//
+// Thread-safety: Allocate/Free, WriteToken and Reposition mutate; WriteToken calls for distinct
+// blocks may run concurrently, those for one block may not. Span/Attend/ReadToken are const and
+// may run concurrently with each other.
 #pragma once
 
 #include <cstddef>
@@ -23,6 +37,11 @@
 #include "core/status.h"
 #include "kernels/attention.h"
 #include "kernels/ops.h"
+#include "kv/kv_format.h"
+
+namespace kvmem::kernels {
+struct TypeTraits;
+}
 
 namespace kvmem::kv {
 
@@ -51,32 +70,51 @@ inline constexpr int64_t kNoPosition = INT64_MIN;
 
 class KvPool {
  public:
-  // max_blocks bounds memory: Allocate fails with ResourceExhausted beyond it.
-  KvPool(KvGeometry geometry, int max_blocks);
+  // max_blocks bounds memory: Allocate fails with ResourceExhausted beyond it. Requires
+  // CheckKvFormats(formats, head_dim_k, head_dim_v).ok().
+  KvPool(KvGeometry geometry, int max_blocks, KvFormats formats = {});
 
   const KvGeometry& geometry() const { return geo_; }
+  const KvFormats& formats() const { return formats_; }
   int max_blocks() const { return max_blocks_; }
   int blocks_in_use() const { return in_use_; }
+  // Stored bytes of one block (all layers, K and V, scales included; kivi4 staging excluded).
   size_t bytes_per_block() const { return block_bytes_; }
+  // Bytes one token takes in the pool, all layers, K and V (kivi4 K amortized over its groups).
+  size_t bytes_per_token() const { return token_bytes_; }
+  // kivi4 K staging currently allocated, all blocks.
+  size_t staging_bytes() const;
 
   // A fresh block whose rows have no position yet. Memory is reused from freed blocks first.
   Result<int32_t> Allocate();
   void Free(int32_t block);
 
-  // (block_rows, head_dim_k) keys of one layer and KV head.
+  // Raw rows of a pool whose K (V) format is f16, for tests and tools: (block_rows, head_dim_k)
+  // keys (head_dim_v values) of one layer and KV head. Only rows already written hold data.
   uint16_t* K(int32_t block, int layer, int head);
   const uint16_t* K(int32_t block, int layer, int head) const;
   uint16_t* V(int32_t block, int layer, int head);
   const uint16_t* V(int32_t block, int layer, int head) const;
 
   // Stores one token's K and V rows of `layer`: k (n_kv_heads, head_dim_k), v (n_kv_heads,
-  // head_dim_v), converted to the pool's storage format.
+  // head_dim_v), converted to the pool's formats. See "Write order" above.
   void WriteToken(RowRef r, int layer, const float* k, const float* v);
+  // Rows [first_row, block_rows) of `block` no longer hold data in any layer (the owner
+  // truncated its sequence there); the next write to the block appends at first_row. kivi4: a
+  // whole group cut open goes back to f16 staging (its kept rows dequantized once).
+  void DropRows(int32_t block, int32_t first_row);
+  // Rows of `layer` of `block` written so far (see "Write order").
+  int32_t written_rows(int32_t block, int layer) const { return blocks_[block].written[layer]; }
+  // The stored rows of one token and layer, dequantized: k (n_kv_heads, head_dim_k),
+  // v (n_kv_heads, head_dim_v). The row must have been written.
+  void ReadToken(RowRef r, int layer, float* k, float* v) const;
 
   // Rows [first_row, first_row + n_rows) of one block, layer and KV head, as the attention
-  // kernel reads them.
-  kernels::KvSpan Span(int32_t block, int layer, int head, int32_t first_row,
-                       int32_t n_rows) const;
+  // kernel reads them; the rows must have been written. Valid until the next write to the
+  // block and layer (a kivi4 group may move from staging into its quantized form).
+  kernels::KvSpan Span(int32_t block, int layer, int head, int32_t first_row, int32_t n_rows) const;
+  // How this pool's rows are stored, for the attention kernel.
+  const kernels::KvLayout& layout() const { return layout_; }
   // out (head_dim_v) = attention of q (head_dim_k) over the rows of `spans`, in order.
   void Attend(const float* q, const kernels::KvSpan* spans, int n_spans, float scale,
               float* out) const;
@@ -90,21 +128,50 @@ class KvPool {
 
   // Re-rotates the keys of `n` consecutive rows starting at `first` in every layer so that they
   // read as if computed at positions new_pos, new_pos+1, ...; `rope` has one entry per layer.
+  // Rows without a position are left alone. Quantized keys are dequantized, rotated and
+  // requantized (kivi4: the whole group of a moved row is requantized; staged rows rotate in f16).
   void Reposition(RowRef first, int n, int64_t new_pos, const std::vector<RopeSpec>& rope);
 
  private:
   struct Block {
-    std::unique_ptr<uint16_t[]> data;  // layers x {K heads, V heads}
-    std::vector<int64_t> rotated_pos;  // (block_rows)
+    std::unique_ptr<uint8_t[]> data;      // layers x {K heads, V heads}, see the layout above
+    std::unique_ptr<uint16_t[]> staging;  // kivi4: (n_layers, n_kv_heads, 32, head_dim_k) f16
+    std::vector<int64_t> rotated_pos;     // (block_rows)
+    std::vector<int32_t> written;         // (n_layers) rows [0, written[l]) hold data
+    int full_layers = 0;                  // kivi4: layers whose rows are all in whole groups
     bool used = false;
   };
-  size_t KOffset(int layer, int head) const;
-  size_t VOffset(int layer, int head) const;
+  bool kivi() const { return layout_.k == kernels::KType::kKivi4; }
+  uint8_t* KData(Block& b, int layer, int head) const;
+  const uint8_t* KData(const Block& b, int layer, int head) const;
+  uint8_t* VData(Block& b, int layer, int head) const;
+  const uint8_t* VData(const Block& b, int layer, int head) const;
+  // kivi4 staging of (layer, head): (32, head_dim_k) f16.
+  uint16_t* Staging(Block& b, int layer, int head) const;
+  const uint16_t* Staging(const Block& b, int layer, int head) const;
+  // Rows of a layer that sit in whole (quantized) kivi4 groups.
+  static int32_t QuantizedRows(int32_t written);
+  // kivi4: puts rows [32g, row) of the whole group holding `row` back into staging.
+  void UnquantizeGroupPrefix(Block& b, int layer, int32_t row);
+  // kivi4: overwrites row r of a whole group with k (n_kv_heads, head_dim_k), requantizing it.
+  void RewriteQuantizedRow(Block& b, int layer, int32_t row, const float* k);
+  void RepositionLayer(Block& b, int layer, int32_t first_row, const std::vector<int64_t>& delta,
+                       const RopeSpec& rope);
 
   KvGeometry geo_;
   int max_blocks_;
-  size_t block_elems_ = 0;
+  KvFormats formats_;
+  kernels::KvLayout layout_;
+  const kernels::TypeTraits* k_traits_ = nullptr;  // per-row K types: row conversions
+  const kernels::TypeTraits* v_traits_ = nullptr;
+  size_t k_row_bytes_ = 0;  // per-row K types
+  size_t v_row_bytes_ = 0;
+  size_t k_head_bytes_ = 0;  // one (layer, head)'s K region of a block
+  size_t v_head_bytes_ = 0;
+  size_t layer_bytes_ = 0;
   size_t block_bytes_ = 0;
+  size_t token_bytes_ = 0;
+  size_t staging_elems_ = 0;  // per block
   std::vector<Block> blocks_;
   std::vector<int32_t> free_;
   int in_use_ = 0;

@@ -56,6 +56,9 @@ void KvSequence::Truncate(int64_t n) {
   const size_t keep_blocks = static_cast<size_t>((n + block_rows - 1) / block_rows);
   for (size_t i = keep_blocks; i < blocks_.size(); ++i) pool_->Free(blocks_[i]);
   blocks_.resize(keep_blocks);
+  // The kept block's dropped rows are free again: the next append writes them afresh (for
+  // kivi4 keys, into the staging group rather than requantizing a completed group).
+  if (n % block_rows != 0) pool_->DropRows(blocks_.back(), static_cast<int32_t>(n % block_rows));
   n_rows_ = n;
 }
 

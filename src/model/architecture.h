@@ -1,11 +1,14 @@
 // What distinguishes one llama-like family from another, as data. Each family's file
-// (llama.cpp, qwen2.cpp, qwen3.cpp) defines one Architecture; the shared loader and transformer
-// block read these fields instead of branching on the family. Thread-safe (constants).
+// (llama.cpp, qwen2.cpp, qwen3.cpp, gemma3.cpp) defines one Architecture; the shared loader and
+// transformer block read these fields instead of branching on the family. Thread-safe
+// (constants).
 #pragma once
 
 #include <span>
 #include <string_view>
 
+#include "core/status.h"
+#include "gguf/gguf_file.h"
 #include "kernels/ops.h"
 #include "model/model_spec.h"
 
@@ -15,13 +18,20 @@ struct Architecture {
   Arch arch;
   std::string_view gguf_name;  // general.architecture
   kernels::RopeMode rope_mode;
-  bool qkv_bias;  // blk.N.attn_{q,k,v}.bias
-  bool qk_norm;   // blk.N.attn_{q,k}_norm.weight, RMSNorm per head before RoPE
+  bool qkv_bias;    // blk.N.attn_{q,k,v}.bias
+  bool qk_norm;     // blk.N.attn_{q,k}_norm.weight, RMSNorm per head before RoPE
+  bool post_norms;  // blk.N.post_attention_norm / post_ffw_norm on the sub-layer outputs
+  FfnActivation ffn_act;
+  // Reads the family's hyper-parameters beyond the shared ones (per-layer windows and RoPE
+  // bases, embedding and query scales, softcapping) into a spec whose shared fields are set and
+  // whose layers are all global at rope.freq_base. nullptr: nothing more.
+  Status (*read_hparams)(const gguf::GgufFile& f, ModelSpec* s);
 };
 
 const Architecture& LlamaArchitecture();
 const Architecture& Qwen2Architecture();
 const Architecture& Qwen3Architecture();
+const Architecture& Gemma3Architecture();
 
 // All supported families, for lookup by general.architecture.
 std::span<const Architecture* const> SupportedArchitectures();

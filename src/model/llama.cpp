@@ -13,6 +13,9 @@ const Architecture& LlamaArchitecture() {
       .rope_mode = kernels::RopeMode::kNormal,
       .qkv_bias = false,
       .qk_norm = false,
+      .post_norms = false,
+      .ffn_act = FfnActivation::kSilu,
+      .read_hparams = nullptr,
   };
   return kArch;
 }

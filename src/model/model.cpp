@@ -13,20 +13,25 @@ namespace kvmem::model {
 
 using gguf::Key;
 
-float ModelSpec::attn_scale() const { return 1.0f / std::sqrt(static_cast<float>(head_dim_k)); }
+float ModelSpec::attn_scale() const {
+  const float d =
+      query_pre_attn_scalar > 0.0f ? query_pre_attn_scalar : static_cast<float>(head_dim_k);
+  return 1.0f / std::sqrt(d);
+}
 
 const char* ArchName(Arch arch) {
   switch (arch) {
     case Arch::kLlama: return "llama";
     case Arch::kQwen2: return "qwen2";
     case Arch::kQwen3: return "qwen3";
+    case Arch::kGemma3: return "gemma3";
   }
   return "unknown";
 }
 
 std::span<const Architecture* const> SupportedArchitectures() {
   static const Architecture* const kAll[] = {&LlamaArchitecture(), &Qwen2Architecture(),
-                                             &Qwen3Architecture()};
+                                             &Qwen3Architecture(), &Gemma3Architecture()};
   return kAll;
 }
 
@@ -102,6 +107,10 @@ Status ModelLoader::ReadSpec(const Architecture& a, ModelSpec* s) {
   s->rope_mode = a.rope_mode;
   s->qkv_bias = a.qkv_bias;
   s->qk_norm = a.qk_norm;
+  s->post_norms = a.post_norms;
+  s->ffn_act = a.ffn_act;
+  s->layers.assign(s->n_layers, {.rope_freq_base = s->rope_freq_base, .sliding_window = 0});
+  if (a.read_hparams != nullptr) KVMEM_RETURN_IF_ERROR(a.read_hparams(f_, s));
   const gguf::TensorInfo* embd = f_.FindTensor("token_embd.weight");
   if (embd == nullptr) return NotFound("tensor 'token_embd.weight' is missing");
   if (embd->n_dims != 2 || embd->dims[0] != s->n_embd) {
@@ -121,7 +130,8 @@ Result<kernels::WeightMatrix> ModelLoader::Matrix(const std::string& name, int64
                    std::to_string(t->dims[1]) + "], expected [" + std::to_string(n_in) + ", " +
                    std::to_string(n_out) + "]");
   }
-  if (kernels::GetTypeTraits(t->type) == nullptr || kernels::GetTypeTraits(t->type)->vec_dot == nullptr) {
+  if (kernels::GetTypeTraits(t->type) == nullptr ||
+      kernels::GetTypeTraits(t->type)->vec_dot == nullptr) {
     return Unsupported("tensor '" + name + "' has type " + DTypeName(t->type) +
                        ", which kvmem cannot multiply");
   }
@@ -180,6 +190,10 @@ Status ModelLoader::ReadWeights(const Architecture& a, const ModelSpec& s, Model
       KVMEM_ASSIGN_OR_RETURN(l.k_norm, Vector(p + "attn_k_norm.weight", s.head_dim_k));
     }
     KVMEM_ASSIGN_OR_RETURN(l.ffn_norm, Vector(p + "ffn_norm.weight", s.n_embd));
+    if (a.post_norms) {
+      KVMEM_ASSIGN_OR_RETURN(l.attn_post_norm, Vector(p + "post_attention_norm.weight", s.n_embd));
+      KVMEM_ASSIGN_OR_RETURN(l.ffn_post_norm, Vector(p + "post_ffw_norm.weight", s.n_embd));
+    }
     KVMEM_ASSIGN_OR_RETURN(l.w_gate, Matrix(p + "ffn_gate.weight", s.n_embd, s.n_ff));
     KVMEM_ASSIGN_OR_RETURN(l.w_up, Matrix(p + "ffn_up.weight", s.n_embd, s.n_ff));
     KVMEM_ASSIGN_OR_RETURN(l.w_down, Matrix(p + "ffn_down.weight", s.n_ff, s.n_embd));
@@ -199,7 +213,7 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& path) {
   }
   if (arch == nullptr) {
     return Unsupported("'" + path + "': architecture '" + std::string(f.architecture()) +
-                       "' is not supported (llama, qwen2, qwen3)");
+                       "' is not supported (llama, qwen2, qwen3, gemma3)");
   }
   ModelLoader loader(f);
   Status st = loader.ReadSpec(*arch, &m->spec_);
@@ -216,8 +230,12 @@ kv::KvGeometry Model::kv_geometry(int block_rows) const {
 }
 
 std::vector<kv::RopeSpec> Model::rope_specs() const {
-  return std::vector<kv::RopeSpec>(spec_.n_layers,
-                                   {spec_.rope_dim, spec_.rope_freq_base, spec_.rope_mode});
+  std::vector<kv::RopeSpec> specs;
+  specs.reserve(spec_.layers.size());
+  for (const LayerSpec& l : spec_.layers) {
+    specs.push_back({spec_.rope_dim, l.rope_freq_base, spec_.rope_mode});
+  }
+  return specs;
 }
 
 }  // namespace kvmem::model

@@ -1,7 +1,7 @@
 // A loaded model: the mmap'd GGUF, its ModelSpec and weight views. Loading dispatches on
-// general.architecture to the family's thin loader (llama.cpp, qwen2.cpp, qwen3.cpp in this
-// directory), which reads its hyper-parameters and tensors through the shared helpers of
-// model_loader.h. Immutable after Load; thread-safe for concurrent reads.
+// general.architecture to the family's Architecture record (llama.cpp, qwen2.cpp, qwen3.cpp,
+// gemma3.cpp in this directory); the shared loader reads the hyper-parameters and tensors it
+// names. Immutable after Load; thread-safe for concurrent reads.
 #pragma once
 
 #include <memory>
@@ -29,7 +29,8 @@ class Model {
   size_t weight_bytes() const { return weight_bytes_; }
 
   kv::KvGeometry kv_geometry(int block_rows) const;
-  // How each layer's keys are rotated (for re-positioning stored rows).
+  // How each layer's keys are rotated (for re-positioning stored rows): (n_layers), since
+  // Gemma-3's local and global layers use different RoPE bases.
   std::vector<kv::RopeSpec> rope_specs() const;
 
  private:

@@ -1,16 +1,32 @@
 // The geometry and hyper-parameters of a model, read from GGUF metadata by the architecture's
 // loader. Everything the forward pass needs to know about a family lives here as data (flags and
-// numbers), so the shared transformer block has no per-family branches beyond these fields.
-// Thread-safe: a plain value.
+// numbers, per model and per layer), so the shared transformer block has no per-family branches
+// beyond these fields. Thread-safe: a plain value.
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "kernels/ops.h"
 
 namespace kvmem::model {
 
-enum class Arch { kLlama, kQwen2, kQwen3 };
+enum class Arch { kLlama, kQwen2, kQwen3, kGemma3 };
+
+// The gated FFN's activation: act(x W_gate^T) * (x W_up^T).
+enum class FfnActivation {
+  kSilu,      // SwiGLU (llama, qwen)
+  kGeluTanh,  // GeGLU with the tanh approximation of GELU (gemma)
+};
+
+// What differs between layers: Gemma-3 interleaves local (sliding-window) layers, rotated with
+// their own RoPE base, with global ones.
+struct LayerSpec {
+  float rope_freq_base = 10000.0f;
+  // 0: global (a token reads every earlier row). W > 0: a token at position p reads only rows at
+  // positions p - W < pos <= p (llama.cpp's LLAMA_SWA_TYPE_STANDARD), i.e. W rows with its own.
+  int sliding_window = 0;
+};
 
 struct ModelSpec {
   Arch arch = Arch::kLlama;
@@ -28,15 +44,23 @@ struct ModelSpec {
   int n_ctx_train = 0;
 
   float rms_eps = 1e-5f;
-  float rope_freq_base = 10000.0f;
-  int rope_dim = 0;  // dims of each head that RoPE rotates
+  float rope_freq_base = 10000.0f;  // {arch}.rope.freq_base: the global layers' base
+  int rope_dim = 0;                 // dims of each head that RoPE rotates
   kernels::RopeMode rope_mode = kernels::RopeMode::kNormal;
+  std::vector<LayerSpec> layers;  // (n_layers)
 
-  bool qkv_bias = false;  // qwen2
-  bool qk_norm = false;   // qwen3: RMSNorm over each Q and K head before RoPE
+  bool qkv_bias = false;    // qwen2
+  bool qk_norm = false;     // qwen3, gemma3: RMSNorm over each Q and K head before RoPE
+  bool post_norms = false;  // gemma3: RMSNorm of the attention and FFN outputs before each add
+  FfnActivation ffn_act = FfnActivation::kSilu;
   bool tied_output = false;
 
-  float attn_scale() const;  // 1/sqrt(head_dim_k)
+  float embd_scale = 1.0f;  // token embeddings are multiplied by this (gemma3: sqrt(n_embd))
+  // Attention logits are q.k / sqrt(query_pre_attn_scalar); 0 means head_dim_k.
+  float query_pre_attn_scalar = 0.0f;
+  float final_logit_softcap = 0.0f;  // > 0: logits = c * tanh(logits / c)
+
+  float attn_scale() const;  // 1/sqrt(query_pre_attn_scalar, or head_dim_k)
   int q_dim() const { return n_heads * head_dim_k; }
   int k_dim() const { return n_kv_heads * head_dim_k; }
   int v_dim() const { return n_kv_heads * head_dim_v; }

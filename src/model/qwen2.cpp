@@ -11,6 +11,9 @@ const Architecture& Qwen2Architecture() {
       .rope_mode = kernels::RopeMode::kNeox,
       .qkv_bias = true,
       .qk_norm = false,
+      .post_norms = false,
+      .ffn_act = FfnActivation::kSilu,
+      .read_hparams = nullptr,
   };
   return kArch;
 }

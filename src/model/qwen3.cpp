@@ -12,6 +12,9 @@ const Architecture& Qwen3Architecture() {
       .rope_mode = kernels::RopeMode::kNeox,
       .qkv_bias = false,
       .qk_norm = true,
+      .post_norms = false,
+      .ffn_act = FfnActivation::kSilu,
+      .read_hparams = nullptr,
   };
   return kArch;
 }

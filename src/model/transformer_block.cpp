@@ -4,7 +4,6 @@
 #include <cassert>
 #include <cmath>
 
-
 namespace kvmem::model {
 
 void BlockScratch::Resize(const ModelSpec& spec, int n) {
@@ -40,7 +39,7 @@ void AddBias(float* y, const std::vector<float>& b, int n_rows) {
 
 }  // namespace
 
-void ProjectQkv(const ModelSpec& spec, const LayerWeights& w, const float* x,
+void ProjectQkv(const ModelSpec& spec, int layer, const LayerWeights& w, const float* x,
                 std::span<const int64_t> positions, BlockScratch& s, ThreadPool* pool) {
   const int n = s.n_tokens;
   RmsNormRows(x, w.attn_norm, s.xn.data(), n, spec.n_embd, spec.rms_eps);
@@ -55,9 +54,10 @@ void ProjectQkv(const ModelSpec& spec, const LayerWeights& w, const float* x,
     RmsNormRows(s.q.data(), w.q_norm, s.q.data(), n * spec.n_heads, hd, spec.rms_eps);
     RmsNormRows(s.k.data(), w.k_norm, s.k.data(), n * spec.n_kv_heads, hd, spec.rms_eps);
   }
+  const float rope_base = spec.layers[layer].rope_freq_base;
   kernels::RopeCache rope;  // Q and K of a token share one evaluation of the angles
   for (int t = 0; t < n; ++t) {
-    kernels::InitRopeCache(positions[t], spec.rope_dim, spec.rope_freq_base, &rope);
+    kernels::InitRopeCache(positions[t], spec.rope_dim, rope_base, &rope);
     kernels::RopeWithCache(s.q.data() + static_cast<size_t>(t) * spec.q_dim(), spec.n_heads, hd,
                            rope, spec.rope_mode);
     kernels::RopeWithCache(s.k.data() + static_cast<size_t>(t) * spec.k_dim(), spec.n_kv_heads,
@@ -92,7 +92,7 @@ void Intersect(int32_t block, int32_t lo, int32_t n, const std::vector<RowRange>
 
 }  // namespace
 
-void CollectVisible(const kv::KvView& view, const kv::KvPool& kv, int layer, int head,
+void CollectVisible(const kv::KvView& view, const kv::KvPool& kv, int layer, int head, int window,
                     const Visibility& vis, int t, std::vector<kernels::KvSpan>* spans,
                     std::vector<RowRange>* ranges) {
   spans->clear();
@@ -104,14 +104,18 @@ void CollectVisible(const kv::KvView& view, const kv::KvPool& kv, int layer, int
   };
   for (const kv::ViewRun& r : view.list(layer, head)) {
     if (r.dead()) continue;
-    // Positions rise by one along a run, so the rows at or before `pos` are a prefix.
-    const int64_t n_vis = std::min<int64_t>(r.n_rows, pos - r.first_pos + 1);
-    if (n_vis <= 0) continue;
+    // Positions rise by one along a run, so the rows in reach are one contiguous part of it.
+    const int64_t end = std::min<int64_t>(r.n_rows, pos - r.first_pos + 1);
+    // In a sliding-window layer, rows at positions <= pos - window are out of reach.
+    const int64_t begin = window > 0 ? std::max<int64_t>(0, pos - window + 1 - r.first_pos) : 0;
+    if (end <= begin) continue;
+    const auto first = static_cast<int32_t>(r.first_row + begin);
+    const auto n_vis = static_cast<int32_t>(end - begin);
     if (vis.allowed.empty()) {
-      emit(r.block, r.first_row, static_cast<int32_t>(n_vis));
+      emit(r.block, first, n_vis);
     } else {
-      Intersect(r.block, r.first_row, static_cast<int32_t>(n_vis), vis.allowed[t],
-                [&](int32_t first, int32_t n) { emit(r.block, first, n); });
+      Intersect(r.block, first, n_vis, vis.allowed[t],
+                [&](int32_t f, int32_t n) { emit(r.block, f, n); });
     }
   }
 }
@@ -122,6 +126,7 @@ void Attend(const ModelSpec& spec, int layer, const kv::KvView& view, const kv::
   const int hk = spec.head_dim_k, hv = spec.head_dim_v;
   assert(hk == hv);  // the attention kernels read K and V rows of one head size
   const float scale = spec.attn_scale();
+  const int window = spec.layers[layer].sliding_window;
   const int n = s.n_tokens;
   // One task per (token, head) for balance at decode (few heads, two threads); collecting the
   // spans again per head is O(runs), small next to reading the rows.
@@ -130,7 +135,7 @@ void Attend(const ModelSpec& spec, int layer, const kv::KvView& view, const kv::
     for (int64_t i = begin; i < end; ++i) {
       const int t = static_cast<int>(i / spec.n_heads);
       const int h = static_cast<int>(i % spec.n_heads);
-      CollectVisible(view, kv, layer, h / group, vis, t, &spans, nullptr);
+      CollectVisible(view, kv, layer, h / group, window, vis, t, &spans, nullptr);
       const float* q = s.q.data() + static_cast<size_t>(t) * spec.q_dim() + h * hk;
       float* out = s.attn.data() + (static_cast<size_t>(t) * spec.n_heads + h) * hv;
       kv.Attend(q, spans.data(), static_cast<int>(spans.size()), scale, out);
@@ -144,13 +149,21 @@ void OutputAndFfn(const ModelSpec& spec, const LayerWeights& w, float* x, BlockS
   const auto& ops = kernels::Ops();
   const size_t nx = static_cast<size_t>(n) * spec.n_embd;
   kernels::MatMul(w.wo, s.attn.data(), n, s.proj.data(), pool);
+  if (spec.post_norms) {
+    RmsNormRows(s.proj.data(), w.attn_post_norm, s.proj.data(), n, spec.n_embd, spec.rms_eps);
+  }
   for (size_t i = 0; i < nx; ++i) x[i] += s.proj[i];
 
   RmsNormRows(x, w.ffn_norm, s.xn.data(), n, spec.n_embd, spec.rms_eps);
   kernels::MatMul(w.w_gate, s.xn.data(), n, s.gate.data(), pool);
   kernels::MatMul(w.w_up, s.xn.data(), n, s.up.data(), pool);
-  ops.swiglu(s.gate.data(), s.up.data(), s.gate.data(), static_cast<int64_t>(n) * spec.n_ff);
+  const int64_t n_ff = static_cast<int64_t>(n) * spec.n_ff;
+  const auto glu = spec.ffn_act == FfnActivation::kGeluTanh ? ops.geglu : ops.swiglu;
+  glu(s.gate.data(), s.up.data(), s.gate.data(), n_ff);
   kernels::MatMul(w.w_down, s.gate.data(), n, s.proj.data(), pool);
+  if (spec.post_norms) {
+    RmsNormRows(s.proj.data(), w.ffn_post_norm, s.proj.data(), n, spec.n_embd, spec.rms_eps);
+  }
   for (size_t i = 0; i < nx; ++i) x[i] += s.proj[i];
 }
 

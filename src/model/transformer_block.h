@@ -2,13 +2,17 @@
 // engine can stop between them (layer stepping, taps on Q rows):
 //
 //   x (n_tokens, n_embd) residual stream
-//   ProjectQkv:   xn = RMSNorm(x) * attn_norm; q, k, v = xn W^T (+ bias); [QK-norm]; RoPE(q, k)
+//   ProjectQkv:   xn = RMSNorm(x) * attn_norm; q, k, v = xn W^T (+ bias); [QK-norm];
+//                 RoPE(q, k) with the layer's base
 //   StoreKv:      k, v rows -> the pool rows of this batch (f16), recording the rotation position
 //   Attend:       attn[t, h] = softmax(q . K^T * scale) V over the rows of the (layer, KV head)
 //                 view list that token t may see: live rows whose view position is <= the
-//                 token's position (causal by position, which also covers the batch's own rows),
-//                 restricted, when given, to the token's allowed row ranges
-//   OutputAndFfn: x += attn Wo^T; x += W_down (act(RMSNorm(x) W_gate^T) * (... W_up^T))
+//                 token's position (causal by position, which also covers the batch's own rows)
+//                 and, in a sliding-window layer, > position - window; restricted, when given,
+//                 to the token's allowed row ranges
+//   OutputAndFfn: o = attn Wo^T; [o = RMSNorm(o) * attn_post_norm]; x += o;
+//                 f = W_down (act(RMSNorm(x) W_gate^T) * (... W_up^T));
+//                 [f = RMSNorm(f) * ffn_post_norm]; x += f      (act: SiLU or GELU-tanh)
 //
 // Every intermediate is a named buffer of BlockScratch so it can be dumped and compared.
 // Thread-safety: stages use the given ThreadPool; one scratch per concurrent forward pass.
@@ -40,7 +44,7 @@ struct BlockScratch {
   void Resize(const ModelSpec& spec, int n_tokens);
 };
 
-void ProjectQkv(const ModelSpec& spec, const LayerWeights& w, const float* x,
+void ProjectQkv(const ModelSpec& spec, int layer, const LayerWeights& w, const float* x,
                 std::span<const int64_t> positions, BlockScratch& s, ThreadPool* pool);
 
 void StoreKv(const ModelSpec& spec, int layer, const BlockScratch& s,
@@ -62,8 +66,9 @@ struct Visibility {
 };
 
 // The rows token t reads in (layer, head), in view order, as kernel spans; `ranges` (if not
-// null) receives the same rows as RowRanges so a caller can name them.
-void CollectVisible(const kv::KvView& view, const kv::KvPool& kv, int layer, int head,
+// null) receives the same rows as RowRanges so a caller can name them. window: the layer's
+// sliding window (LayerSpec::sliding_window; 0 = none).
+void CollectVisible(const kv::KvView& view, const kv::KvPool& kv, int layer, int head, int window,
                     const Visibility& vis, int t, std::vector<kernels::KvSpan>* spans,
                     std::vector<RowRange>* ranges);
 

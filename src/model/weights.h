@@ -17,7 +17,9 @@ struct LayerWeights {
   kernels::WeightMatrix wo;      // (n_embd, n_heads * head_dim_v)
   std::vector<float> bq, bk, bv;  // (q_dim), (k_dim), (v_dim); empty unless spec.qkv_bias
   std::vector<float> q_norm, k_norm;  // (head_dim_k); empty unless spec.qk_norm
+  std::vector<float> attn_post_norm;  // (n_embd); empty unless spec.post_norms
   std::vector<float> ffn_norm;   // (n_embd)
+  std::vector<float> ffn_post_norm;   // (n_embd); empty unless spec.post_norms
   kernels::WeightMatrix w_gate;  // (n_ff, n_embd)
   kernels::WeightMatrix w_up;    // (n_ff, n_embd)
   kernels::WeightMatrix w_down;  // (n_embd, n_ff)

@@ -21,6 +21,13 @@ class ForwardTest : public ::testing::TestWithParam<const char*> {
   void SetUp() override {
     TinyConfig c;
     c.arch = GetParam();
+    if (c.arch == "gemma3") {
+      // Local layers 0-4 (window 6, RoPE base 1e4) and a global layer 5 with its own base, so
+      // that re-positioning must rotate each layer with its own base.
+      c.n_layers = 6;
+      c.rope_base = 1e6f;
+      c.sliding_window = 6;
+    }
     file_ = std::make_unique<TempFile>(BuildTinyGguf(c, 3));
     auto m = model::Model::Load(file_->path());
     ASSERT_TRUE(m.ok()) << m.status().ToString();
@@ -90,7 +97,9 @@ TEST_P(ForwardTest, LayerSteppingAndQueryTap) {
   while (!fp.done()) fp.StepLayer();
   std::vector<float> stepped;
   fp.Finish(&stepped);
-  EXPECT_EQ(layers_seen, std::vector<int>({0, 1}));
+  std::vector<int> all_layers(model_->spec().n_layers);
+  for (int l = 0; l < model_->spec().n_layers; ++l) all_layers[l] = l;
+  EXPECT_EQ(layers_seen, all_layers);
   const int32_t toks[] = {1, 2, 3, 4};
   ExpectClose(stepped, Run(toks, 0, false), 0.0f);
 }
@@ -139,7 +148,8 @@ TEST_P(ForwardTest, RejectsOutOfVocabularyToken) {
   EXPECT_EQ(seq.n_rows(), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Archs, ForwardTest, ::testing::Values("llama", "qwen2", "qwen3"));
+INSTANTIATE_TEST_SUITE_P(Archs, ForwardTest,
+                         ::testing::Values("llama", "qwen2", "qwen3", "gemma3"));
 
 }  // namespace
 }  // namespace kvmem::engine

@@ -193,7 +193,7 @@ TEST_P(SubstrateTest, PerHeadViewChangesOnlyThatHead) {
   const int64_t pos[] = {20};
   auto rows = seq.AppendRows(1, 20);
   ASSERT_TRUE(rows.ok());
-  model::ProjectQkv(s, model_->weights().layers[layer], x.data(), pos, scratch, &threads_);
+  model::ProjectQkv(s, layer, model_->weights().layers[layer], x.data(), pos, scratch, &threads_);
   model::StoreKv(s, layer, scratch, *rows, pos, *pool_);
   model::Visibility vis{pos, {}};
   model::Attend(s, layer, seq.view(), *pool_, vis, scratch, &threads_);

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "model/model.h"
 #include "tiny_model.h"
 
@@ -16,7 +18,7 @@ Result<std::unique_ptr<Model>> LoadTiny(const TinyConfig& c) {
 }
 
 TEST(ModelLoad, ReadsGeometryPerArchitecture) {
-  for (const char* arch : {"llama", "qwen2", "qwen3"}) {
+  for (const char* arch : {"llama", "qwen2", "qwen3", "gemma3"}) {
     TinyConfig c;
     c.arch = arch;
     c.head_dim = 16;  // differs from n_embd / n_heads = 8
@@ -28,10 +30,85 @@ TEST(ModelLoad, ReadsGeometryPerArchitecture) {
     EXPECT_EQ(s.head_dim_k, 16);
     EXPECT_EQ(s.n_vocab, 64);
     EXPECT_EQ(s.qkv_bias, std::string(arch) == "qwen2");
-    EXPECT_EQ(s.qk_norm, std::string(arch) == "qwen3");
+    EXPECT_EQ(s.qk_norm, std::string(arch) == "qwen3" || std::string(arch) == "gemma3");
+    EXPECT_EQ(s.post_norms, std::string(arch) == "gemma3");
+    ASSERT_EQ(s.layers.size(), 2u);
     EXPECT_EQ(s.rope_mode == kernels::RopeMode::kNeox, std::string(arch) != "llama");
     EXPECT_TRUE(s.tied_output);
   }
+}
+
+TEST(ModelLoad, LlamaLayersAreGlobalAtTheOneBase) {
+  TinyConfig c;
+  c.rope_base = 5e5f;
+  auto m = LoadTiny(c);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  const ModelSpec& s = (*m)->spec();
+  EXPECT_EQ(s.ffn_act, FfnActivation::kSilu);
+  EXPECT_EQ(s.embd_scale, 1.0f);
+  EXPECT_FLOAT_EQ(s.attn_scale(), 1.0f / std::sqrt(8.0f));
+  EXPECT_EQ(s.final_logit_softcap, 0.0f);
+  for (const LayerSpec& l : s.layers) {
+    EXPECT_EQ(l.sliding_window, 0);
+    EXPECT_EQ(l.rope_freq_base, 5e5f);
+  }
+}
+
+TEST(ModelLoad, Gemma3InterleavesLocalAndGlobalLayers) {
+  TinyConfig c;
+  c.arch = "gemma3";
+  c.n_layers = 13;
+  c.head_dim = 16;
+  c.n_kv_heads = 1;
+  c.rope_base = 1e6f;
+  c.sliding_window = 5;
+  auto m = LoadTiny(c);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  const ModelSpec& s = (*m)->spec();
+  EXPECT_EQ(s.arch, Arch::kGemma3);
+  EXPECT_EQ(s.rope_mode, kernels::RopeMode::kNeox);
+  EXPECT_TRUE(s.qk_norm);
+  EXPECT_TRUE(s.post_norms);
+  EXPECT_TRUE(s.tied_output);
+  EXPECT_EQ(s.ffn_act, FfnActivation::kGeluTanh);
+  EXPECT_FLOAT_EQ(s.embd_scale, std::sqrt(32.0f));
+  EXPECT_FLOAT_EQ(s.attn_scale(), 1.0f / std::sqrt(16.0f));  // query_pre_attn_scalar = head size
+  EXPECT_EQ(s.final_logit_softcap, 0.0f);
+  EXPECT_EQ(s.rope_freq_base, 1e6f);
+  ASSERT_EQ(s.layers.size(), 13u);
+  const std::vector<kv::RopeSpec> rope = (*m)->rope_specs();
+  ASSERT_EQ(rope.size(), 13u);
+  for (int l = 0; l < 13; ++l) {
+    const bool global = l == 5 || l == 11;  // every 6th layer
+    EXPECT_EQ(s.layers[l].sliding_window, global ? 0 : 5) << "layer " << l;
+    EXPECT_EQ(s.layers[l].rope_freq_base, global ? 1e6f : 1e4f) << "layer " << l;
+    EXPECT_EQ(rope[l].freq_base, s.layers[l].rope_freq_base) << "layer " << l;
+    EXPECT_EQ(rope[l].rot_dim, 16);
+    EXPECT_EQ(rope[l].mode, kernels::RopeMode::kNeox);
+    EXPECT_EQ((*m)->weights().layers[l].attn_post_norm.size(), 32u);
+    EXPECT_EQ((*m)->weights().layers[l].ffn_post_norm.size(), 32u);
+  }
+}
+
+TEST(ModelLoad, Gemma3OptionalKeys) {
+  TinyConfig c;
+  c.arch = "gemma3";
+  c.n_layers = 6;
+  c.rope_base_swa = 2e4f;
+  c.final_logit_softcap = 30.0f;
+  auto m = LoadTiny(c);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  const ModelSpec& s = (*m)->spec();
+  EXPECT_EQ(s.final_logit_softcap, 30.0f);
+  EXPECT_EQ(s.layers[0].rope_freq_base, 2e4f);
+  EXPECT_EQ(s.layers[5].rope_freq_base, 10000.0f);  // TinyConfig's global base
+  EXPECT_EQ(s.layers[5].sliding_window, 0);
+
+  // A window of 0 turns the sliding window off: every layer global.
+  c.sliding_window = 0;
+  auto all_global = LoadTiny(c);
+  ASSERT_TRUE(all_global.ok()) << all_global.status().ToString();
+  for (const LayerSpec& l : (*all_global)->spec().layers) EXPECT_EQ(l.sliding_window, 0);
 }
 
 TEST(ModelLoad, UntiedOutputIsItsOwnMatrix) {
@@ -77,6 +154,46 @@ TEST(ModelLoad, BadModelsNameTheProblem) {
     TinyConfig c;
     c.arch = "mamba";
     cases.push_back({"unknown architecture", c, ErrorCode::kUnsupported, "mamba"});
+  }
+  {
+    TinyConfig c;
+    c.arch = "gemma3";
+    c.skip_key = "gemma3.attention.sliding_window";
+    cases.push_back(
+        {"gemma3 without window", c, ErrorCode::kNotFound, "gemma3.attention.sliding_window"});
+  }
+  {
+    TinyConfig c;
+    c.arch = "gemma3";
+    c.skip_key = "gemma3.attention.layer_norm_rms_epsilon";
+    cases.push_back({"gemma3 without rms eps", c, ErrorCode::kNotFound,
+                     "gemma3.attention.layer_norm_rms_epsilon"});
+  }
+  {
+    TinyConfig c;
+    c.arch = "gemma3";
+    c.sliding_window = -3;
+    cases.push_back({"negative window", c, ErrorCode::kCorrupt, "sliding_window"});
+  }
+  {
+    TinyConfig c;
+    c.arch = "gemma3";
+    c.skip_tensor = "blk.1.post_ffw_norm.weight";
+    cases.push_back(
+        {"gemma3 without post-FFN norm", c, ErrorCode::kNotFound, "blk.1.post_ffw_norm.weight"});
+  }
+  {
+    TinyConfig c;
+    c.arch = "gemma3";
+    c.skip_tensor = "blk.0.post_attention_norm.weight";
+    cases.push_back({"gemma3 without post-attention norm", c, ErrorCode::kNotFound,
+                     "blk.0.post_attention_norm.weight"});
+  }
+  {
+    TinyConfig c;
+    c.arch = "gemma3";
+    c.skip_tensor = "blk.1.attn_k_norm.weight";
+    cases.push_back({"gemma3 without K norm", c, ErrorCode::kNotFound, "blk.1.attn_k_norm.weight"});
   }
   for (const BadCase& bc : cases) {
     auto m = LoadTiny(bc.config);

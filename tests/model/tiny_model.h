@@ -1,6 +1,6 @@
-// Test fixture: a tiny random-weight llama / qwen2 / qwen3 GGUF written to a temp file, with F32
-// weights drawn from a seeded normal distribution (the GGUF test writer lays out the file; the
-// weights are then written over its placeholder tensor bytes).
+// Test fixture: a tiny random-weight llama / qwen2 / qwen3 / gemma3 GGUF written to a temp file,
+// with F32 weights drawn from a seeded normal distribution (the GGUF test writer lays out the file;
+// the weights are then written over its placeholder tensor bytes).
 #pragma once
 
 #include <unistd.h>
@@ -28,8 +28,13 @@ struct TinyConfig {
   int n_vocab = 64;
   float rope_base = 10000.0f;
   bool tied = true;
+  // gemma3 only: attention.sliding_window, and the optional keys when > 0.
+  int sliding_window = 4;
+  float rope_base_swa = 0.0f;
+  float final_logit_softcap = 0.0f;
   // Hooks for broken files.
   std::string skip_tensor;
+  std::string skip_key;        // metadata key left out, e.g. "gemma3.attention.sliding_window"
   std::string reshape_tensor;  // given the wrong first dimension
 };
 
@@ -37,17 +42,31 @@ inline std::vector<uint8_t> BuildTinyGguf(const TinyConfig& c, uint32_t seed = 1
   using gguf::ValueType;
   gguf::testing::GgufBuilder b;
   const std::string a = c.arch;
+  const bool gemma = a == "gemma3";
   b.String("general.architecture", a);
-  b.Scalar(a + ".block_count", ValueType::kUint32, uint32_t(c.n_layers));
-  b.Scalar(a + ".embedding_length", ValueType::kUint32, uint32_t(c.n_embd));
-  b.Scalar(a + ".feed_forward_length", ValueType::kUint32, uint32_t(c.n_ff));
-  b.Scalar(a + ".attention.head_count", ValueType::kUint32, uint32_t(c.n_heads));
-  b.Scalar(a + ".attention.head_count_kv", ValueType::kUint32, uint32_t(c.n_kv_heads));
-  b.Scalar(a + ".attention.key_length", ValueType::kUint32, uint32_t(c.head_dim));
-  b.Scalar(a + ".attention.value_length", ValueType::kUint32, uint32_t(c.head_dim));
-  b.Scalar(a + ".context_length", ValueType::kUint32, uint32_t(512));
-  b.Scalar(a + ".rope.freq_base", ValueType::kFloat32, c.rope_base);
-  b.Scalar(a + ".attention.layer_norm_rms_epsilon", ValueType::kFloat32, 1e-5f);
+  auto put_u32 = [&](const std::string& key, int v) {
+    if (key != c.skip_key) b.Scalar(key, ValueType::kUint32, uint32_t(v));
+  };
+  auto put_f32 = [&](const std::string& key, float v) {
+    if (key != c.skip_key) b.Scalar(key, ValueType::kFloat32, v);
+  };
+  put_u32(a + ".block_count", c.n_layers);
+  put_u32(a + ".embedding_length", c.n_embd);
+  put_u32(a + ".feed_forward_length", c.n_ff);
+  put_u32(a + ".attention.head_count", c.n_heads);
+  put_u32(a + ".attention.head_count_kv", c.n_kv_heads);
+  put_u32(a + ".attention.key_length", c.head_dim);
+  put_u32(a + ".attention.value_length", c.head_dim);
+  put_u32(a + ".context_length", 512);
+  put_f32(a + ".rope.freq_base", c.rope_base);
+  put_f32(a + ".attention.layer_norm_rms_epsilon", 1e-5f);
+  if (gemma) {
+    put_u32(a + ".attention.sliding_window", c.sliding_window);
+    if (c.rope_base_swa > 0.0f) put_f32(a + ".rope.freq_base_swa", c.rope_base_swa);
+    if (c.final_logit_softcap > 0.0f) {
+      put_f32(a + ".final_logit_softcapping", c.final_logit_softcap);
+    }
+  }
   const uint32_t f32 = static_cast<uint32_t>(DType::kF32);
   const int64_t qd = int64_t{c.n_heads} * c.head_dim, kd = int64_t{c.n_kv_heads} * c.head_dim;
   auto add = [&](const std::string& name, std::vector<int64_t> dims) {
@@ -70,14 +89,16 @@ inline std::vector<uint8_t> BuildTinyGguf(const TinyConfig& c, uint32_t seed = 1
       add(p + "attn_k.bias", {kd});
       add(p + "attn_v.bias", {kd});
     }
-    if (a == "qwen3") {
+    if (a == "qwen3" || gemma) {
       add(p + "attn_q_norm.weight", {c.head_dim});
       add(p + "attn_k_norm.weight", {c.head_dim});
     }
+    if (gemma) add(p + "post_attention_norm.weight", {c.n_embd});
     add(p + "ffn_norm.weight", {c.n_embd});
     add(p + "ffn_gate.weight", {c.n_embd, c.n_ff});
     add(p + "ffn_up.weight", {c.n_embd, c.n_ff});
     add(p + "ffn_down.weight", {c.n_ff, c.n_embd});
+    if (gemma) add(p + "post_ffw_norm.weight", {c.n_embd});
   }
   std::vector<uint8_t> bytes = b.Build();
   // Replace the placeholder bytes with sane weights: norms near 1, the rest N(0, 0.3).

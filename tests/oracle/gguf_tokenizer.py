@@ -12,6 +12,11 @@ Special tokens: every token whose token_type is CONTROL (3) or
 USER_DEFINED (4) is registered as an added token, so "<|im_start|>" etc. in
 the text are matched as single tokens (like llama.cpp with special=True).
 No BOS is added (tokenizer.ggml.add_bos_token is False for SmolLM2).
+
+tokenizer.ggml.model == "llama" (SentencePiece BPE: Gemma-3) goes through
+transformers' own GGUF tokenizer converter (convert_gguf_tokenizer, which
+needs transformers but not torch), fed the metadata read here with the gguf
+package.  Again no BOS is added by encode().
 """
 from __future__ import annotations
 
@@ -27,9 +32,29 @@ def _get(r: GGUFReader, k, default=None):
     return default if f is None else f.contents()
 
 
+def _spm_from_gguf(r: GGUFReader) -> Tokenizer:
+    from transformers.integrations.gguf.gguf_tokenizer_mapping import convert_gguf_tokenizer
+    d = {"tokenizer_type": _get(r, "tokenizer.ggml.model"),
+         "pre_tokenizer_type": _get(r, "tokenizer.ggml.pre"),
+         "tokens": _get(r, "tokenizer.ggml.tokens"),
+         "scores": _get(r, "tokenizer.ggml.scores"),
+         "token_type": _get(r, "tokenizer.ggml.token_type"),
+         "add_prefix_space": _get(r, "tokenizer.ggml.add_space_prefix", False)}
+    for key, name in (("bos_token_id", "bos_token_id"), ("eos_token_id", "eos_token_id"),
+                      ("unknown_token_id", "unk_token_id"),
+                      ("padding_token_id", "pad_token_id")):
+        v = _get(r, f"tokenizer.ggml.{key}")
+        if v is not None:
+            d[name] = int(v)
+    tok, _ = convert_gguf_tokenizer(str(_get(r, "general.architecture")), d)
+    return tok
+
+
 def from_gguf(path: str) -> Tokenizer:
     r = GGUFReader(path)
     model = _get(r, "tokenizer.ggml.model")
+    if model == "llama":
+        return _spm_from_gguf(r)
     if model != "gpt2":
         raise NotImplementedError(f"tokenizer model {model!r}")
     pre = _get(r, "tokenizer.ggml.pre", "default")

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Write tiny random-weight GGUF models for oracle tests (test tooling only).
 
-    make_tiny_gguf.py --arch {llama,qwen2,qwen3} --out PATH.gguf
+    make_tiny_gguf.py --arch {llama,qwen2,qwen3,gemma3} --out PATH.gguf
                       [--wtype mixed|mixed-k|F32|F16|BF16|Q8_0|Q4_0|Q4_1|Q5_0|Q5_1|Q4_K|Q5_K|Q6_K]
                       [--dim 64|256] [--seed N] [--tied|--untied]
+                      [--window W] [--swa-base B] [--softcap C]
 
 Shapes (dim 64, the default):
   llama : 3 layers, 4 heads, 2 kv heads, head_dim 16, ffn 128, rope 1e4,
@@ -13,9 +14,15 @@ Shapes (dim 64, the default):
   qwen3 : 2 layers, 4 heads, 2 kv heads, key_length 32 (!= dim/heads = 16),
           ffn 128, rope 1e6, rms eps 5e-3, attn_q_norm/attn_k_norm (F32),
           tied output
+  gemma3: 7 layers (0-4 and 6 local, 5 global), 4 heads, 1 kv head,
+          key_length 32, ffn 128, rope 1e6 (local layers: 1e4, or
+          rope.freq_base_swa with --swa-base), rms eps 1e-3, sliding window 8
+          (--window), QK-norm, post_attention_norm / post_ffw_norm, tied
+          output; --softcap writes final_logit_softcapping
 --dim 256 (needed for K-quants, whose rows must be multiples of 256):
   ffn 512, 4 heads, 2 kv heads, head_dim 64 (qwen3 key_length 64 too, so
-  n_head*head_dim = 256 rows for attn_output's K-quant blocks).
+  n_head*head_dim = 256 rows for attn_output's K-quant blocks; gemma3 keeps
+  7 layers and 1 kv head).
 
 Vocabulary: 256 GPT-2 byte-level tokens (ids 0..255, in byte order), then 2
 merged tokens ("Ġt", "he") and 3 control tokens <|endoftext|>,
@@ -94,17 +101,20 @@ def config(arch: str, dim: int) -> dict:
     if dim == 64:
         c = dict(n_embd=64, n_head=4, n_head_kv=2, head_dim=16, n_ff=128,
                  n_layer=3 if arch == "llama" else 2)
-        if arch == "qwen3":
+        if arch in ("qwen3", "gemma3"):
             c["head_dim"] = 32
     elif dim == 256:
         c = dict(n_embd=256, n_head=4, n_head_kv=2, head_dim=64, n_ff=512, n_layer=2)
     else:
         raise ValueError("dim must be 64 or 256")
+    if arch == "gemma3":
+        # enough layers for the 5-local / 1-global pattern, MQA like Gemma-3 270M
+        c.update(n_layer=7, n_head_kv=1, window=8)
     c["rope_base"] = 10000.0 if arch == "llama" else 1000000.0
     # unusually large eps for qwen2/qwen3 so an engine that ignores the
     # metadata value (hard-codes 1e-5/1e-6) is detectable above Q8 noise
-    c["eps"] = {"llama": 1e-5, "qwen2": 1e-2, "qwen3": 5e-3}[arch]
-    c["tied"] = arch in ("llama", "qwen3")
+    c["eps"] = {"llama": 1e-5, "qwen2": 1e-2, "qwen3": 5e-3, "gemma3": 1e-3}[arch]
+    c["tied"] = arch in ("llama", "qwen3", "gemma3")
     c["ctx"] = 2048
     return c
 
@@ -147,9 +157,13 @@ def make_matrix(rng, n_out: int, n_in: int, qname: str, std: float):
     return q, QT[qname]
 
 
+ARCHS = ("llama", "qwen2", "qwen3", "gemma3")
+
+
 def write(arch: str, out: str, wtype: str = "mixed", dim: int | None = None,
-          seed: int | None = None, tied: bool | None = None) -> str:
-    if arch not in ("llama", "qwen2", "qwen3"):
+          seed: int | None = None, tied: bool | None = None, window: int | None = None,
+          swa_base: float | None = None, softcap: float | None = None) -> str:
+    if arch not in ARCHS:
         raise ValueError(arch)
     if dim is None:
         dim = 256 if (wtype in K_TYPES or wtype == "mixed-k") else 64
@@ -158,6 +172,8 @@ def write(arch: str, out: str, wtype: str = "mixed", dim: int | None = None,
     c = config(arch, dim)
     if tied is not None:
         c["tied"] = tied
+    if window is not None:
+        c["window"] = window
     if seed is None:
         seed = zlib.crc32(f"{arch}/{wtype}/{dim}".encode()) & 0x7FFFFFFF
     rng = np.random.Generator(np.random.PCG64(seed))
@@ -179,12 +195,18 @@ def write(arch: str, out: str, wtype: str = "mixed", dim: int | None = None,
     w.add_feed_forward_length(F)
     w.add_head_count(H)
     w.add_head_count_kv(Hkv)
-    if arch == "qwen3" or hd != D // H:
+    if arch in ("qwen3", "gemma3") or hd != D // H:
         w.add_key_length(hd)
         w.add_value_length(hd)
     w.add_rope_dimension_count(hd)
     w.add_rope_freq_base(c["rope_base"])
     w.add_layer_norm_rms_eps(c["eps"])
+    if arch == "gemma3":
+        w.add_sliding_window(c["window"])
+        if swa_base is not None:
+            w.add_float32(f"{arch}.rope.freq_base_swa", swa_base)
+        if softcap is not None:
+            w.add_float32(f"{arch}.final_logit_softcapping", softcap)
     w.add_vocab_size(N_VOCAB)
     w.add_file_type(0)  # informational only
     toks, types, merges = vocab()
@@ -225,13 +247,17 @@ def write(arch: str, out: str, wtype: str = "mixed", dim: int | None = None,
             add_vec(p + "attn_q.bias", H * hd, 0.0, 0.2)
             add_vec(p + "attn_k.bias", Hkv * hd, 0.0, 0.2)
             add_vec(p + "attn_v.bias", Hkv * hd, 0.0, 0.2)
-        if arch == "qwen3":
+        if arch in ("qwen3", "gemma3"):
             add_vec(p + "attn_q_norm.weight", hd, 1.0, 0.2)
             add_vec(p + "attn_k_norm.weight", hd, 1.0, 0.2)
+        if arch == "gemma3":
+            add_vec(p + "post_attention_norm.weight", D, 0.5, 0.1)
         add_vec(p + "ffn_norm.weight", D, 1.0, 0.1)
         add_mat(p + "ffn_gate.weight", F, D, 1.0 / np.sqrt(D))
         add_mat(p + "ffn_up.weight", F, D, 1.0 / np.sqrt(D))
         add_mat(p + "ffn_down.weight", D, F, 0.5 / np.sqrt(F))
+        if arch == "gemma3":
+            add_vec(p + "post_ffw_norm.weight", D, 0.5, 0.1)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -241,7 +267,7 @@ def write(arch: str, out: str, wtype: str = "mixed", dim: int | None = None,
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description="write a tiny random GGUF")
-    ap.add_argument("--arch", required=True, choices=["llama", "qwen2", "qwen3"])
+    ap.add_argument("--arch", required=True, choices=list(ARCHS))
     ap.add_argument("--out", required=True)
     ap.add_argument("--wtype", default="mixed", choices=ALL_WTYPES)
     ap.add_argument("--dim", type=int, choices=[64, 256])
@@ -249,8 +275,11 @@ def main(argv=None) -> int:
     g = ap.add_mutually_exclusive_group()
     g.add_argument("--tied", dest="tied", action="store_true", default=None)
     g.add_argument("--untied", dest="tied", action="store_false")
+    ap.add_argument("--window", type=int, help="gemma3 sliding window")
+    ap.add_argument("--swa-base", type=float, help="gemma3 rope.freq_base_swa")
+    ap.add_argument("--softcap", type=float, help="gemma3 final_logit_softcapping")
     a = ap.parse_args(argv)
-    write(a.arch, a.out, a.wtype, a.dim, a.seed, a.tied)
+    write(a.arch, a.out, a.wtype, a.dim, a.seed, a.tied, a.window, a.swa_base, a.softcap)
     print(a.out)
     return 0
 

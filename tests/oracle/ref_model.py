@@ -10,6 +10,17 @@ Supported architectures (general.architecture):
   * qwen2 : Q/K/V biases, RoPE NEOX mode: pairs (i, i + n_rot/2).
   * qwen3 : per-head RMSNorm on Q and K (blk.N.attn_q_norm / attn_k_norm,
             shape head_dim) applied before RoPE, NEOX mode, no biases.
+  * gemma3: QK-norm and NEOX like qwen3, plus: embeddings * sqrt(n_embd);
+            RMSNorm of the attention and FFN outputs (post_attention_norm,
+            post_ffw_norm) before each residual add; GeGLU FFN
+            (down(gelu_tanh(gate x) * up x)); attention scale
+            1/sqrt(head_dim) (n_embd/n_head for the 62-layer 27B); local
+            layers (il % 6 != 5) attend only to keys at positions
+            q - W < k <= q (W = attention.sliding_window) and use RoPE base
+            10000 (rope.freq_base_swa if present), global layers use
+            rope.freq_base; optional final_logit_softcapping.  Written from
+            the Gemma-3 paper / HF modeling_gemma3 semantics; the GGUF
+            converter stores the norm weights as (1 + w).
 Common: GQA, pre-RMSNorm (eps from metadata), SwiGLU FFN
 (down(silu(gate x) * up x)), final RMSNorm, output.weight or tied
 token_embd.weight.  Optional llama3-style "rope_freqs.weight" frequency
@@ -23,9 +34,10 @@ this is an "exact-math" oracle for the *quantized* weights: no activation
 quantization, no F16 KV cache.
 
 API:
-    logits(gguf_path, token_ids, last_only=False) -> np.ndarray float64
+    logits(gguf_path, token_ids, last_only=False, rows=None) -> np.ndarray float64
         (n_tokens, vocab) logits at every position (causal attention), or
-        (1, vocab) when last_only=True.
+        (1, vocab) when last_only=True, or (len(rows), vocab) for the given
+        positions (large vocabularies: Gemma-3 has 262,144 tokens).
     load(gguf_path) -> Model (dequantized weights cached per path)
 
 CLI:  ref_model.py MODEL.gguf 1,2,3 [--out logits.bin]   (writes float32)
@@ -45,7 +57,7 @@ from gguf.quants import dequantize
 
 F = np.float64
 
-SUPPORTED_ARCHS = ("llama", "qwen2", "qwen3")
+SUPPORTED_ARCHS = ("llama", "qwen2", "qwen3", "gemma3")
 
 
 def _field(reader: GGUFReader, key: str, default=None):
@@ -71,6 +83,14 @@ class HParams:
     n_ff: int
     n_vocab: int
     neox: bool
+    # Per layer: RoPE base and sliding window (0 = global attention).
+    layer_rope_base: list = field(default_factory=list)
+    layer_window: list = field(default_factory=list)
+    embd_scale: float = 1.0
+    attn_scale: float = 0.0        # 0: 1/sqrt(head_dim_k)
+    post_norms: bool = False
+    gelu: bool = False             # GeGLU instead of SwiGLU
+    final_softcap: float = 0.0
 
 
 @dataclass
@@ -90,6 +110,8 @@ class Layer:
     bo: np.ndarray | None = None
     q_norm: np.ndarray | None = None
     k_norm: np.ndarray | None = None
+    attn_post_norm: np.ndarray | None = None
+    ffn_post_norm: np.ndarray | None = None
     types: dict = field(default_factory=dict)   # weight attr -> ggml type name
 
 
@@ -157,7 +179,21 @@ def load(path: str) -> Model:
     hp = HParams(arch=arch, n_layer=n_layer, n_embd=n_embd, n_head=n_head,
                  n_head_kv=n_head_kv, head_dim_k=hdk, head_dim_v=hdv,
                  n_rot=n_rot, rope_base=rope_base, rms_eps=eps, n_ff=n_ff,
-                 n_vocab=n_vocab, neox=arch in ("qwen2", "qwen3"))
+                 n_vocab=n_vocab, neox=arch in ("qwen2", "qwen3", "gemma3"),
+                 layer_rope_base=[rope_base] * n_layer, layer_window=[0] * n_layer)
+    if arch == "gemma3":
+        window = int(kv("attention.sliding_window"))
+        local_base = float(kv("rope.freq_base_swa", 10000.0))
+        for i in range(n_layer):
+            if window > 0 and i % 6 != 5:
+                hp.layer_window[i] = window
+                hp.layer_rope_base[i] = local_base
+        hp.embd_scale = float(np.sqrt(np.float32(n_embd)))
+        qpas = n_embd // n_head if n_layer == 62 else hdk
+        hp.attn_scale = 1.0 / np.sqrt(qpas)
+        hp.post_norms = True
+        hp.gelu = True
+        hp.final_softcap = float(kv("final_logit_softcapping", 0.0))
     m = Model(hp=hp, tok_embd=tok, out_norm=W("output_norm.weight"),
               output=out, tied=tied,
               out_type=tensors["token_embd.weight" if tied else "output.weight"]
@@ -180,6 +216,8 @@ def load(path: str) -> Model:
             bv=opt(p + "attn_v.bias"), bo=opt(p + "attn_output.bias"),
             q_norm=opt(p + "attn_q_norm.weight"),
             k_norm=opt(p + "attn_k_norm.weight"),
+            attn_post_norm=opt(p + "post_attention_norm.weight"),
+            ffn_post_norm=opt(p + "post_ffw_norm.weight"),
         )
         for attr, tn in (("wq", "attn_q"), ("wk", "attn_k"), ("wv", "attn_v"),
                          ("wo", "attn_output"), ("w_gate", "ffn_gate"),
@@ -191,7 +229,10 @@ def load(path: str) -> Model:
         assert L.wo.shape == (n_embd, n_head * hdv), (i, L.wo.shape)
         assert L.w_gate.shape == (n_ff, n_embd) and L.w_up.shape == (n_ff, n_embd)
         assert L.w_down.shape == (n_embd, n_ff)
-        if arch == "qwen3":
+        if arch == "gemma3":
+            assert L.attn_post_norm is not None and L.attn_post_norm.shape == (n_embd,)
+            assert L.ffn_post_norm is not None and L.ffn_post_norm.shape == (n_embd,)
+        if arch in ("qwen3", "gemma3"):
             assert L.q_norm is not None and L.q_norm.shape == (hdk,)
             assert L.k_norm is not None and L.k_norm.shape == (hdk,)
         if arch == "qwen2":
@@ -207,11 +248,12 @@ def rms_norm(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
 
 
 def rope(x: np.ndarray, pos: np.ndarray, hp: HParams,
-         freq_factors: np.ndarray | None) -> np.ndarray:
+         freq_factors: np.ndarray | None, base: float | None = None) -> np.ndarray:
     """x: (n_heads, T, head_dim). Rotates the first n_rot dims."""
     n_rot = hp.n_rot
     half = n_rot // 2
-    inv = hp.rope_base ** (-np.arange(half, dtype=F) * 2.0 / n_rot)   # theta_i
+    base = hp.rope_base if base is None else base
+    inv = base ** (-np.arange(half, dtype=F) * 2.0 / n_rot)   # theta_i
     if freq_factors is not None:
         inv = inv / freq_factors
     ang = pos.astype(F)[:, None] * inv[None, :]                      # (T, half)
@@ -232,6 +274,10 @@ def rope(x: np.ndarray, pos: np.ndarray, hp: HParams,
 
 def _silu(x):
     return x / (1.0 + np.exp(-x))
+
+
+def _gelu_tanh(x):
+    return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x ** 3)))
 
 
 # --------------------------------------------------------------------------
@@ -294,9 +340,11 @@ class KVCache:
 
 
 def forward(m: Model, token_ids, last_only: bool = False,
-            emulate: str | None = None, cache: KVCache | None = None) -> np.ndarray:
+            emulate: str | None = None, cache: KVCache | None = None,
+            rows=None) -> np.ndarray:
     """Logits of `token_ids` (float64, (T, vocab), or (1, vocab) if
-    last_only).  emulate=None: exact float64 math (the oracle).
+    last_only, or (len(rows), vocab) for the batch positions `rows`).
+    emulate=None: exact float64 math (the oracle).
     emulate="ggml": the rounding noise model above (calibration only).
     cache: optional KVCache; the new tokens are placed after cache.n_past
     and the cache is extended (incremental decoding)."""
@@ -318,12 +366,24 @@ def forward(m: Model, token_ids, last_only: bool = False,
 
     pos = np.arange(n_past, n_past + T)
     x = m.tok_embd[ids].astype(F)                                   # (T, D)
+    if hp.embd_scale != 1.0:
+        x = r32(x * hp.embd_scale)
     H, Hkv, dk, dv = hp.n_head, hp.n_head_kv, hp.head_dim_k, hp.head_dim_v
     g = H // Hkv
-    scale = 1.0 / np.sqrt(dk)
-    # causal: new query i (abs pos n_past+i) sees keys 0..n_past+i
-    mask = np.triu(np.full((T, n_past + T), -np.inf, dtype=F), k=n_past + 1)
+    scale = hp.attn_scale if hp.attn_scale else 1.0 / np.sqrt(dk)
+    # causal: new query i (abs pos n_past+i) sees keys 0..n_past+i; in a
+    # sliding-window layer only keys with q_pos - W < k_pos
+    qpos = pos[:, None]
+    kpos = np.arange(n_past + T)[None, :]
+    masks = {}
+    for W in set(hp.layer_window):
+        vis = kpos <= qpos
+        if W > 0:
+            vis &= kpos > qpos - W
+        masks[W] = np.where(vis, 0.0, -np.inf)
     for li, L in enumerate(m.layers):
+        mask = masks[hp.layer_window[li]]
+        base = hp.layer_rope_base[li]
         h = r32(rms_norm(x, L.attn_norm, hp.rms_eps))
         q = mm(h, L, "wq")
         k = mm(h, L, "wk")
@@ -341,8 +401,8 @@ def forward(m: Model, token_ids, last_only: bool = False,
             q = rms_norm(q, L.q_norm, hp.rms_eps)
         if L.k_norm is not None:
             k = rms_norm(k, L.k_norm, hp.rms_eps)
-        q = kvr(rope(q, pos, hp, m.rope_freq_factors))
-        k = kvr(rope(k, pos, hp, m.rope_freq_factors))
+        q = kvr(rope(q, pos, hp, m.rope_freq_factors, base))
+        k = kvr(rope(k, pos, hp, m.rope_freq_factors, base))
         v = kvr(v)
         if cache is not None:
             if n_past:
@@ -363,24 +423,37 @@ def forward(m: Model, token_ids, last_only: bool = False,
         a = mm(r32(o), L, "wo")
         if L.bo is not None:
             a = a + L.bo
+        if hp.post_norms:
+            a = r32(rms_norm(r32(a), L.attn_post_norm, hp.rms_eps))
         x = r32(x + a)
         h = r32(rms_norm(x, L.ffn_norm, hp.rms_eps))
-        f = r32(_silu(mm(h, L, "w_gate")) * mm(h, L, "w_up"))
-        x = r32(x + mm(f, L, "w_down"))
+        act = _gelu_tanh if hp.gelu else _silu
+        f = r32(act(mm(h, L, "w_gate")) * mm(h, L, "w_up"))
+        f = mm(f, L, "w_down")
+        if hp.post_norms:
+            f = r32(rms_norm(r32(f), L.ffn_post_norm, hp.rms_eps))
+        x = r32(x + f)
     if cache is not None:
         cache.n_past += T
     if last_only:
         x = x[-1:]
+    elif rows is not None:
+        x = x[np.asarray(rows, dtype=np.int64)]
     x = r32(rms_norm(x, m.out_norm, hp.rms_eps))
     if em:
         x = _act_quant(x, m.out_type)
-    return x @ m.output.T
+    out = x @ m.output.T
+    if hp.final_softcap > 0:
+        out = hp.final_softcap * np.tanh(out / hp.final_softcap)
+    return out
 
 
 def logits(gguf_path: str, token_ids, last_only: bool = False,
-           emulate: str | None = None) -> np.ndarray:
-    """(n_tokens, vocab) float64 logits at every position (causal)."""
-    return forward(load(gguf_path), token_ids, last_only=last_only, emulate=emulate)
+           emulate: str | None = None, rows=None) -> np.ndarray:
+    """(n_tokens, vocab) float64 logits at every position (causal), or at
+    the positions `rows` only."""
+    return forward(load(gguf_path), token_ids, last_only=last_only, emulate=emulate,
+                   rows=rows)
 
 
 def greedy(gguf_path: str, prompt_ids, n: int, emulate: str | None = None):

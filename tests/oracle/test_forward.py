@@ -2,11 +2,16 @@
 """Oracle test: kvmem logits vs an independent numpy reference (ref_model.py).
 
 Run:   $HOME/.cache/kvmem/venv/bin/python tests/oracle/test_forward.py
-       [--only real|tiny] [-k SUBSTR] [--threads N] [--calibrate]
+       [--only real|gemma3|tiny] [-k SUBSTR] [--threads N] [--calibrate]
+       (no --only: real and tiny; the Gemma-3 cases run as their own test,
+       test_forward_gemma3.py, to keep each under ~2 minutes on 2 cores)
 Env:   KVMEM_BIN    path of the kvmem binary (required; if unset/missing the
                     test FAILS, unless KVMEM_ALLOW_SKIP=1, then prints SKIP
                     and exits 0)
        KVMEM_MODEL  real model (default ~/.cache/kvmem/models/SmolLM2-135M-Instruct.Q4_1.gguf)
+       KVMEM_GEMMA3_MODEL  the optional second real model (default
+                    ~/.cache/kvmem/models/gemma-3-270m-q4_k_m.gguf; its cases are
+                    skipped when it is not installed)
 
 CLI contract assumed for the engine:
     $KVMEM_BIN logits -m MODEL.gguf --tokens 1,2,3,... -o OUT.bin [--threads N]
@@ -18,8 +23,14 @@ Cases
                   (ChatML and raw text, token ids from the GGUF vocab; one prompt
                   is 1,092 tokens of LoCoMo conv-26 dialogue).  All positions
                   and the last position are compared.
+  gemma3/<prompt> : Gemma-3 270M (Q4_K_M: Q8_0 embeddings, Q5_0/Q8_0/Q4_K/Q6_K
+                  matrices) on the 5 prompts of tests/data/oracle/gemma3_prompts.json
+                  (<bos> + Gemma chat turns and raw text; one is 772 tokens, longer
+                  than the 512-token sliding window).  With 262,144 logits per
+                  position, long prompts are compared on every 8th position and the
+                  last 32 (compared_rows) to bound memory.
   tiny/<arch>-<wtype>[-variant] : random tiny GGUFs written at test time by
-                  make_tiny_gguf.py (llama / qwen2 / qwen3, F32 F16 BF16 Q8_0
+                  make_tiny_gguf.py (llama / qwen2 / qwen3 / gemma3, F32 F16 BF16 Q8_0
                   Q4_0 Q4_1 Q5_0 Q5_1 Q4_K Q5_K Q6_K and mixed files), 97
                   random tokens (600 for one case, crossing a 512 batch).
 
@@ -67,8 +78,11 @@ import ref_model  # noqa: E402
 
 DATA = os.path.join(ROOT, "tests", "data", "oracle")
 PROMPTS = os.path.join(DATA, "prompts.json")
+GEMMA3_PROMPTS = os.path.join(DATA, "gemma3_prompts.json")
 CALIB = os.path.join(DATA, "calibration.json")
 DEFAULT_MODEL = os.path.expanduser("~/.cache/kvmem/models/SmolLM2-135M-Instruct.Q4_1.gguf")
+GEMMA3_MODEL = os.path.expanduser("~/.cache/kvmem/models/gemma-3-270m-q4_k_m.gguf")
+MAX_COMPARED = 64_000_000  # logits compared per case (float64: 512 MB per copy)
 
 # (arch, wtype, extra kwargs for make_tiny_gguf.write, n_tokens)
 TINY_CASES = [
@@ -90,11 +104,27 @@ TINY_CASES = [
     ("qwen3", "mixed-k", {}, 97),
     ("qwen3", "Q4_0", {}, 97),
     ("qwen3", "Q6_K", {"tied": False}, 97),
+    # 7 layers, sliding window 8 in all but layer 5: the window matters from token 8 on
+    ("gemma3", "mixed", {}, 97),
+    ("gemma3", "mixed-k", {}, 97),
+    ("gemma3", "Q8_0", {"swa_base": 20000.0, "softcap": 5.0}, 97),
+    ("gemma3", "Q4_K", {"tied": False, "window": 300}, 600),
 ]
 
 
-def ids_sha(ids) -> str:
-    return hashlib.sha256(",".join(map(str, ids)).encode()).hexdigest()[:16]
+def ids_sha(ids, rows=None) -> str:
+    key = ",".join(map(str, ids))
+    if rows is not None:
+        key += "|rows:" + ",".join(map(str, rows))
+    return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+def compared_rows(n_tokens: int, n_vocab: int):
+    """None (every position) when the (T, vocab) block is small enough, else
+    every 8th position and the last 32 (a large vocabulary: Gemma-3)."""
+    if n_tokens * n_vocab <= MAX_COMPARED:
+        return None
+    return sorted(set(range(0, n_tokens, 8)) | set(range(max(0, n_tokens - 32), n_tokens)))
 
 
 def find_bin():
@@ -109,7 +139,8 @@ def find_bin():
     sys.exit(2)
 
 
-def engine_logits(binary, model, ids, threads, tmpdir) -> np.ndarray:
+def engine_logits(binary, model, ids, threads, tmpdir, n_vocab=None, rows=None) -> np.ndarray:
+    """The engine's logits: raw float32 of every position, or (len(rows), n_vocab)."""
     out = os.path.join(tmpdir, "logits.bin")
     if os.path.exists(out):
         os.remove(out)
@@ -118,8 +149,15 @@ def engine_logits(binary, model, ids, threads, tmpdir) -> np.ndarray:
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     if r.returncode != 0:
         raise RuntimeError(f"engine exit {r.returncode}: {r.stderr[-2000:]}")
-    raw = np.fromfile(out, dtype="<f4")
-    return raw
+    if rows is None:
+        return np.fromfile(out, dtype="<f4")
+    raw = np.memmap(out, dtype="<f4", mode="r")
+    if raw.size != len(ids) * n_vocab:
+        return np.array(raw)  # the size check reports it
+    sel = np.array(raw.reshape(len(ids), n_vocab)[rows])
+    del raw
+    os.remove(out)
+    return sel
 
 
 def load_calib() -> dict:
@@ -129,12 +167,12 @@ def load_calib() -> dict:
         return {}
 
 
-def noise_for(model, name, ids, A, calib):
+def noise_for(model, name, ids, A, calib, rows=None):
     key = f"{os.path.basename(model)}:{os.path.getsize(model)}"
     ent = calib.get(key, {}).get(name)
-    if ent and ent.get("ids_sha") == ids_sha(ids):
+    if ent and ent.get("ids_sha") == ids_sha(ids, rows):
         return ent["noise"], "stored"
-    E = ref_model.logits(model, ids, emulate="ggml")
+    E = ref_model.logits(model, ids, emulate="ggml", rows=rows)
     return OM.metrics(A, E), "computed"
 
 
@@ -157,11 +195,13 @@ def fmt_row(name, m, thr, bad):
 
 def run_case(binary, name, model, ids, threads, tmpdir, calib, results):
     t0 = time.time()
-    A = ref_model.logits(model, ids)
+    n_vocab = ref_model.load(model).hp.n_vocab
+    rows = compared_rows(len(ids), n_vocab)
+    A = ref_model.logits(model, ids, rows=rows)
     t_ref = time.time() - t0
     t0 = time.time()
     try:
-        raw = engine_logits(binary, model, ids, threads, tmpdir)
+        raw = engine_logits(binary, model, ids, threads, tmpdir, n_vocab, rows)
     except Exception as ex:  # noqa: BLE001
         print(f"{name:34s} FAIL engine error: {ex}")
         results.append((name, False))
@@ -169,7 +209,7 @@ def run_case(binary, name, model, ids, threads, tmpdir, calib, results):
     t_eng = time.time() - t0
     if raw.size != A.size:
         print(f"{name:34s} FAIL output has {raw.size} floats, expected "
-              f"{A.shape[0]}x{A.shape[1]}={A.size}")
+              f"{len(ids)}x{n_vocab} (compared: {A.shape[0]}x{A.shape[1]})")
         results.append((name, False))
         return
     B = raw.reshape(A.shape)
@@ -177,18 +217,26 @@ def run_case(binary, name, model, ids, threads, tmpdir, calib, results):
         print(f"{name:34s} FAIL non-finite logits")
         results.append((name, False))
         return
-    N, src = noise_for(model, name, ids, A, calib)
+    N, src = noise_for(model, name, ids, A, calib, rows)
     thr = OM.thresholds(N)
     m = OM.metrics(A, B)
     bad = OM.check(m, thr)
-    print(fmt_row(name, m, thr, bad) + f"  [ref {t_ref:.1f}s eng {t_eng:.1f}s N:{src}]",
+    sub = "" if rows is None else f" {len(rows)}/{len(ids)} rows"
+    print(fmt_row(name, m, thr, bad) + f"  [ref {t_ref:.1f}s eng {t_eng:.1f}s N:{src}{sub}]",
           flush=True)
     results.append((name, not bad))
 
 
-def real_cases(model):
-    P = json.load(open(PROMPTS))
-    return [(f"real/{p['name']}", p["ids"]) for p in P["prompts"]]
+def real_models():
+    """(model path, prompts file, case prefix, required) of each real model."""
+    return [(os.environ.get("KVMEM_MODEL", DEFAULT_MODEL), PROMPTS, "real", True),
+            (os.environ.get("KVMEM_GEMMA3_MODEL", GEMMA3_MODEL), GEMMA3_PROMPTS, "gemma3",
+             False)]
+
+
+def real_cases(prompts, prefix):
+    P = json.load(open(prompts))
+    return [(f"{prefix}/{p['name']}", p["ids"]) for p in P["prompts"]]
 
 
 def tiny_ids(n, vocab, seed):
@@ -196,7 +244,7 @@ def tiny_ids(n, vocab, seed):
     return [int(x) for x in rng.integers(0, vocab, size=n)]
 
 
-def calibrate(model):
+def calibrate(model, prompts, prefix):
     """Write N (and llama.cpp's distance, if available) for the real prompts."""
     calib = load_calib()
     key = f"{os.path.basename(model)}:{os.path.getsize(model)}"
@@ -207,12 +255,16 @@ def calibrate(model):
     except Exception as ex:  # noqa: BLE001
         print("llama.cpp unavailable:", ex)
         llm = None
-    for name, ids in real_cases(model):
-        A = ref_model.logits(model, ids)
-        E = ref_model.logits(model, ids, emulate="ggml")
-        rec = {"ids_sha": ids_sha(ids), "noise": OM.metrics(A, E)}
+    n_vocab = ref_model.load(model).hp.n_vocab
+    for name, ids in real_cases(prompts, prefix):
+        rows = compared_rows(len(ids), n_vocab)
+        A = ref_model.logits(model, ids, rows=rows)
+        E = ref_model.logits(model, ids, emulate="ggml", rows=rows)
+        rec = {"ids_sha": ids_sha(ids, rows), "noise": OM.metrics(A, E)}
         if llm is not None:
             L = U.eval_logits(llm, ids)
+            if rows is not None:
+                L = L[rows]
             rec["llamacpp"] = OM.metrics(A, L)
             rec["llamacpp_vs_thresholds"] = OM.check(rec["llamacpp"],
                                                      OM.thresholds(rec["noise"]))
@@ -225,36 +277,43 @@ def calibrate(model):
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--only", choices=["real", "tiny"])
+    ap.add_argument("--only", choices=["real", "gemma3", "tiny"],
+                    help="real: SmolLM2; gemma3: Gemma-3 270M (default: real and tiny)")
     ap.add_argument("-k", default="", help="run cases whose name contains this")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--calibrate", action="store_true",
                     help="recompute tests/data/oracle/calibration.json and exit")
     a = ap.parse_args(argv)
-    model = os.environ.get("KVMEM_MODEL", DEFAULT_MODEL)
     if a.calibrate:
-        calibrate(model)
+        for model, prompts, prefix, required in real_models():
+            if (a.only or "real") == prefix and os.path.isfile(model):
+                calibrate(model, prompts, prefix)
         return 0
     binary = find_bin()
     t_start = time.time()
     results: list = []
+    skipped = False
     calib = load_calib()
     print(HDR)
     with tempfile.TemporaryDirectory(prefix="kvmem_oracle_") as tmp:
-        if a.only in (None, "real"):
+        for model, prompts, prefix, required in real_models():
+            if (a.only or "real") != prefix:
+                continue
             if not os.path.isfile(model):
-                if os.environ.get("KVMEM_ALLOW_SKIP") == "1":
-                    print(f"SKIP real-model cases: {model} missing")
+                if not required or os.environ.get("KVMEM_ALLOW_SKIP") == "1":
+                    print(f"SKIP {prefix} cases: {model} missing")
+                    skipped = True
                 else:
                     print(f"FAIL: real model {model} missing")
-                    results.append(("real/model-missing", False))
-            else:
-                for name, ids in real_cases(model):
-                    if a.k in name:
-                        run_case(binary, name, model, ids, a.threads, tmp, calib, results)
+                    results.append((f"{prefix}/model-missing", False))
+                continue
+            for name, ids in real_cases(prompts, prefix):
+                if a.k in name:
+                    run_case(binary, name, model, ids, a.threads, tmp, calib, results)
         if a.only in (None, "tiny"):
             for arch, wtype, kw, n in TINY_CASES:
-                var = "" if not kw else "-" + ("tied" if kw.get("tied") else "untied")
+                var = "".join("-" + (("tied" if v else "untied") if k == "tied" else f"{k}{v:g}")
+                              for k, v in kw.items())
                 name = f"tiny/{arch}-{wtype}{var}-T{n}"
                 if a.k not in name:
                     continue
@@ -266,6 +325,8 @@ def main(argv=None) -> int:
     print(f"\n{len(results) - n_fail}/{len(results)} cases passed "
           f"in {time.time() - t_start:.1f}s")
     if not results:
+        if skipped:
+            return 0
         print("FAIL: no cases ran")
         return 1
     return 1 if n_fail else 0

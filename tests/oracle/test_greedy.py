@@ -2,16 +2,22 @@
 """Oracle test: kvmem greedy decoding vs llama.cpp goldens.
 
 Run:   $HOME/.cache/kvmem/venv/bin/python tests/oracle/test_greedy.py [-k SUBSTR]
-                                            [--no-teacher-forced] [--tau X]
+                                [--no-teacher-forced] [--tau X] [--models smollm2|gemma3]
+       (default SmolLM2; test_greedy_gemma3.py runs the Gemma-3 goldens)
 Env:   KVMEM_BIN (required; unset/missing -> FAIL, or SKIP+exit 0 when
        KVMEM_ALLOW_SKIP=1), KVMEM_MODEL (default SmolLM2-135M-Instruct.Q4_1.gguf),
+       KVMEM_GEMMA3_MODEL (default gemma-3-270m-q4_k_m.gguf; optional, its
+       goldens are skipped when it is not installed),
        KVMEM_GREEDY_TAU (overrides the near-tie threshold).
 
 Goldens: tests/data/oracle/llamacpp_greedy.json, written by
 scripts/make_llamacpp_goldens.py (llama-cpp-python 0.3.36 / ggml 0c1e570,
 CPU, 2 threads, n_ctx 2048, F16 KV, flash-attn off): 7 prompts (ChatML and
 raw text, one of 1,092 tokens), 64 pure-argmax tokens each, and per step the
-top-8 candidate ids/logits of llama.cpp.
+top-8 candidate ids/logits of llama.cpp.  tests/data/oracle/
+llamacpp_greedy_gemma3.json: the same for Gemma-3 270M (7 prompts with
+<bos>, Gemma chat turns and raw text, one of 772 tokens: past the 512-token
+sliding window of its local layers).
 
 CLI contract assumed for the engine:
     $KVMEM_BIN generate-ids -m MODEL.gguf --tokens 1,2,3 -n 64 --threads 2
@@ -62,8 +68,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 DATA = os.path.join(ROOT, "tests", "data", "oracle")
 GOLDEN = os.path.join(DATA, "llamacpp_greedy.json")
+GOLDEN_GEMMA3 = os.path.join(DATA, "llamacpp_greedy_gemma3.json")
 CALIB = os.path.join(DATA, "calibration.json")
 DEFAULT_MODEL = os.path.expanduser("~/.cache/kvmem/models/SmolLM2-135M-Instruct.Q4_1.gguf")
+GEMMA3_MODEL = os.path.expanduser("~/.cache/kvmem/models/gemma-3-270m-q4_k_m.gguf")
 
 
 def find_bin():
@@ -187,24 +195,46 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--tau", type=float)
     ap.add_argument("--no-teacher-forced", action="store_true")
+    ap.add_argument("--models", choices=["smollm2", "gemma3"], default="smollm2",
+                    help="whose goldens to check")
     a = ap.parse_args(argv)
     binary = find_bin()
-    model = os.environ.get("KVMEM_MODEL", DEFAULT_MODEL)
-    G = json.load(open(GOLDEN))
-    if os.path.basename(model) != G["model"]:
-        print(f"FAIL: goldens are for {G['model']}, KVMEM_MODEL is {model}")
-        return 1
-    if not os.path.isfile(model):
-        if os.environ.get("KVMEM_ALLOW_SKIP") == "1":
-            print(f"SKIP: model {model} missing")
+    t0 = time.time()
+    n_fail = n_run = 0
+    skipped = False
+    suites = {"smollm2": [(os.environ.get("KVMEM_MODEL", DEFAULT_MODEL), GOLDEN, True)],
+              "gemma3": [(os.environ.get("KVMEM_GEMMA3_MODEL", GEMMA3_MODEL), GOLDEN_GEMMA3,
+                          False)]}[a.models]
+    for model, golden, required in suites:
+        if not os.path.isfile(model):
+            if not required or os.environ.get("KVMEM_ALLOW_SKIP") == "1":
+                print(f"SKIP: model {model} missing")
+                skipped = True
+                continue
+            print(f"FAIL: model {model} missing")
+            return 1
+        G = json.load(open(golden))
+        if os.path.basename(model) != G["model"]:
+            print(f"FAIL: goldens are for {G['model']}, the model is {model}")
+            return 1
+        f, r = run_suite(binary, model, G, a)
+        n_fail += f
+        n_run += r
+    print(f"\n{n_run - n_fail}/{n_run} prompts passed in {time.time() - t0:.1f}s")
+    if n_run == 0:
+        if skipped:
             return 0
-        print(f"FAIL: model {model} missing")
+        print("FAIL: no cases")
         return 1
+    return 1 if n_fail else 0
+
+
+def run_suite(binary, model, G, a) -> tuple[int, int]:
+    """Runs the golden cases of one model: (failed, run)."""
     tau, src = (a.tau, "cli") if a.tau is not None else default_tau(model)
     eog = eog_ids(model)
-    print(f"goldens: {G['config'].get('llama_cpp_python')} ggml {G['config'].get('ggml_commit')}"
-          f", near-tie tau = {tau:.3f} logits ({src})")
-    t0 = time.time()
+    print(f"{G['model']}: goldens {G['config'].get('llama_cpp_python')} ggml "
+          f"{G['config'].get('ggml_commit')}, near-tie tau = {tau:.3f} logits ({src})")
     n_fail = n_run = 0
     with tempfile.TemporaryDirectory(prefix="kvmem_greedy_") as tmp:
         for case in G["cases"]:
@@ -230,11 +260,7 @@ def main(argv=None) -> int:
                   f"(prompt {len(case['prompt_ids'])} tok, {time.time() - t1:.1f}s)")
             for m in msgs:
                 print(f"     {m}")
-    print(f"\n{n_run - n_fail}/{n_run} prompts passed in {time.time() - t0:.1f}s")
-    if n_run == 0:
-        print("FAIL: no cases")
-        return 1
-    return 1 if n_fail else 0
+    return n_fail, n_run
 
 
 if __name__ == "__main__":

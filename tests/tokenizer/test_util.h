@@ -1,5 +1,6 @@
-// Shared helpers for the tokenizer tests: golden-vector JSON files and the real SmolLM2
-// tokenizer (loaded once through the gguf layer; nullptr when the model is not on this machine).
+// Shared helpers for the tokenizer tests: golden-vector JSON files and the real SmolLM2 and
+// Gemma-3 tokenizers (loaded once through the gguf layer; nullptr when the model is not on this
+// machine).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -60,6 +61,33 @@ inline std::unique_ptr<Tokenizer> SmolLm2WithPre(const std::string& pre) {
   if (!t.ok()) return nullptr;
   return std::make_unique<Tokenizer>(std::move(t).value());
 }
+
+inline std::filesystem::path Gemma3Path() {
+  const char* home = std::getenv("HOME");
+  return std::filesystem::path(home ? home : "") / ".cache/kvmem/models/gemma-3-270m-q4_k_m.gguf";
+}
+
+// The Gemma-3 tokenizer (262,144 pieces), or nullptr when the optional model is not installed.
+inline const Tokenizer* Gemma3() {
+  static const std::unique_ptr<Tokenizer> tokenizer = []() -> std::unique_ptr<Tokenizer> {
+    if (!std::filesystem::exists(Gemma3Path())) return nullptr;
+    auto file = gguf::GgufFile::Open(Gemma3Path().string());
+    EXPECT_TRUE(file.ok()) << file.status().ToString();
+    if (!file.ok()) return nullptr;
+    auto t = LoadTokenizer(*file);
+    EXPECT_TRUE(t.ok()) << t.status().ToString();
+    if (!t.ok()) return nullptr;
+    return std::make_unique<Tokenizer>(std::move(t).value());
+  }();
+  return tokenizer.get();
+}
+
+#define KVMEM_REQUIRE_GEMMA3(tok)                                                     \
+  const ::kvmem::tokenizer::Tokenizer* tok = ::kvmem::tokenizer::testing::Gemma3();   \
+  if (tok == nullptr) {                                                               \
+    GTEST_SKIP() << ::kvmem::tokenizer::testing::Gemma3Path() << " not present (run " \
+                 << "scripts/install_deps.sh --model gemma3-270m)";                   \
+  }
 
 #define KVMEM_REQUIRE_SMOLLM2(tok)                                                     \
   const ::kvmem::tokenizer::Tokenizer* tok = ::kvmem::tokenizer::testing::SmolLm2();   \
