@@ -35,6 +35,7 @@ struct RunOptions {
   std::vector<std::string> stops;
   std::string cache_type_k = "f16";
   std::string cache_type_v = "f16";
+  int kv_block_rows = 256;
 };
 
 Result<std::string> PromptText(const RunOptions& o) {
@@ -71,7 +72,10 @@ int Run(RunOptions o) {
   std::vector<int32_t> ids = tok->Encode(prompt, /*add_special=*/true, /*parse_special=*/true);
   if (ids.empty()) return Fail(InvalidArgument("the prompt is empty"));
 
-  const int block = 256;
+  const int block = o.kv_block_rows;
+  if (block % 32 != 0) {
+    return Fail(InvalidArgument("--kv-block-rows must be a multiple of 32 (kivi4 key groups)"));
+  }
   const int64_t n_ctx = std::min<int64_t>(o.n_ctx, model.spec().n_ctx_train);
   if (static_cast<int64_t>(ids.size()) >= n_ctx) {
     return Fail(OutOfRange("prompt has " + std::to_string(ids.size()) +
@@ -163,6 +167,10 @@ void AddRunCommand(CLI::App& app) {
   run->add_option("--cache-type-k,--ctk", o->cache_type_k, "KV cache format of keys: " +
                                                                kv::KvFormatNames())
       ->capture_default_str();
+  run->add_option("--kv-block-rows", o->kv_block_rows,
+                  "rows per KV pool block (the unit of allocation and of attention spans)")
+      ->capture_default_str()
+      ->check(CLI::Range(16, 1 << 20));
   run->add_option("--cache-type-v,--ctv", o->cache_type_v, "KV cache format of values")
       ->capture_default_str();
   run->callback([o] {
