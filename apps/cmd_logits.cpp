@@ -3,6 +3,7 @@
 // without going through a tokenizer.
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <string>
 
 #include "CLI/CLI.hpp"
@@ -22,18 +23,33 @@ struct IdsOptions {
   int threads = DefaultThreads();
 };
 
+// The model, a pool with room for n_ctx tokens and one sequence in it: what both commands run.
+struct IdsSession {
+  std::unique_ptr<model::Model> model;
+  std::unique_ptr<kv::KvPool> pool;
+  std::unique_ptr<kv::KvSequence> seq;
+};
+
+Result<IdsSession> OpenSession(const std::string& path, size_t n_ctx) {
+  KVMEM_ASSIGN_OR_RETURN(std::unique_ptr<model::Model> m, LoadModel(path));
+  constexpr int kBlock = 256;
+  IdsSession s;
+  s.pool = std::make_unique<kv::KvPool>(m->kv_geometry(kBlock),
+                                        static_cast<int>((n_ctx + kBlock - 1) / kBlock));
+  s.seq = std::make_unique<kv::KvSequence>(s.pool.get());
+  s.model = std::move(m);
+  return s;
+}
+
 int RunLogits(const IdsOptions& o) {
   auto ids = ParseIdList(o.tokens);
   if (!ids.ok()) return Fail(ids.status());
-  auto m = LoadModel(o.model);
-  if (!m.ok()) return Fail(m.status());
-  const model::Model& model = **m;
-  const int block = 256;
-  kv::KvPool pool(model.kv_geometry(block), static_cast<int>((ids->size() + block - 1) / block));
-  kv::KvSequence seq(&pool);
+  auto s = OpenSession(o.model, ids->size());
+  if (!s.ok()) return Fail(s.status());
   ThreadPool threads(o.threads);
   std::vector<float> logits;
-  Status st = engine::Forward(model, &threads, &seq, *ids, 0, /*all_logits=*/true, &logits);
+  Status st = engine::Forward(*s->model, &threads, s->seq.get(), *ids, 0, /*all_logits=*/true,
+                              &logits);
   if (!st.ok()) return Fail(st);
   std::ofstream f(o.out, std::ios::binary);
   f.write(reinterpret_cast<const char*>(logits.data()),
@@ -45,13 +61,9 @@ int RunLogits(const IdsOptions& o) {
 int RunGenerateIds(const IdsOptions& o) {
   auto ids = ParseIdList(o.tokens);
   if (!ids.ok()) return Fail(ids.status());
-  auto m = LoadModel(o.model);
-  if (!m.ok()) return Fail(m.status());
-  const model::Model& model = **m;
-  const int block = 256;
-  const size_t n_ctx = ids->size() + o.n_predict;
-  kv::KvPool pool(model.kv_geometry(block), static_cast<int>((n_ctx + block - 1) / block));
-  kv::KvSequence seq(&pool);
+  if (o.n_predict < 1) return Fail(InvalidArgument("-n must be at least 1"));
+  auto s = OpenSession(o.model, ids->size() + o.n_predict);
+  if (!s.ok()) return Fail(s.status());
   ThreadPool threads(o.threads);
   engine::GenerateParams params;
   params.max_new_tokens = o.n_predict;
@@ -59,7 +71,7 @@ int RunGenerateIds(const IdsOptions& o) {
   std::vector<int32_t> history, out;
   engine::GenerateStats stats;
   Status st = engine::Generate(
-      model, &threads, &seq, *ids, params, nullptr,
+      *s->model, &threads, s->seq.get(), *ids, params, nullptr,
       [&](int32_t t) {
         out.push_back(t);
         return true;
