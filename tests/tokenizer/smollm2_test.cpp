@@ -15,21 +15,8 @@
 namespace kvmem::tokenizer {
 namespace {
 
+using testing::Escaped;
 using testing::LoadVectors;
-
-std::string Escaped(const std::string& s) {
-  std::string out;
-  for (unsigned char c : s) {
-    if (c >= 0x20 && c < 0x7F && c != '\\') {
-      out.push_back(static_cast<char>(c));
-    } else {
-      char buf[8];
-      std::snprintf(buf, sizeof(buf), "\\x%02x", c);
-      out += buf;
-    }
-  }
-  return out;
-}
 
 TEST(SmolLm2, ConfigFromGguf) {
   KVMEM_REQUIRE_SMOLLM2(tok);

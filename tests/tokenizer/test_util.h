@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -17,6 +18,22 @@
 #include "tokenizer/tokenizer.h"
 
 namespace kvmem::tokenizer::testing {
+
+// Printable ASCII as is, every other byte as \\xNN, for readable failure messages.
+inline std::string Escaped(const std::string& s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (c >= 0x20 && c < 0x7F && c != '\\') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof(buf), "\\x%02x", c);
+      out += buf;
+    }
+  }
+  return out;
+}
+
 
 inline nlohmann::json LoadVectors(const std::string& name) {
   const std::string path = std::string(KVMEM_TESTDATA_DIR) + "/tokenizer/" + name;
