@@ -19,7 +19,7 @@
 
 namespace kvmem::tokenizer::testing {
 
-// Printable ASCII as is, every other byte as \\xNN, for readable failure messages.
+// Printable ASCII as is, every other byte as \xNN, for readable failure messages.
 inline std::string Escaped(const std::string& s) {
   std::string out;
   for (unsigned char c : s) {
@@ -33,7 +33,6 @@ inline std::string Escaped(const std::string& s) {
   }
   return out;
 }
-
 
 inline nlohmann::json LoadVectors(const std::string& name) {
   const std::string path = std::string(KVMEM_TESTDATA_DIR) + "/tokenizer/" + name;
