@@ -4,7 +4,11 @@
 #   package (Debian)        used by
 #   libgtest-dev            tests
 #   libcli11-dev            apps (command line parsing)
-#   nlohmann-json3-dev      apps/eval (LoCoMo data, --json output), tests (golden vectors)
+#   nlohmann-json3-dev      apps/eval (LoCoMo data, --json output), memory/store (manifests),
+#                           serve (API bodies), tests (golden vectors)
+#   libxxhash-dev           memory/store (block checksums, model fingerprints, agent file names)
+#   libcpp-httplib-dev      serve (HTTP server)
+#   pkg-config              finds the two above
 #   python3 + venv (PyPI: numpy, gguf, tokenizers)   test oracles only, never the product
 find_package(Threads REQUIRED)
 find_package(nlohmann_json 3 REQUIRED)
@@ -12,3 +16,6 @@ if(KVMEM_TESTS)
   find_package(GTest REQUIRED)
 endif()
 find_package(CLI11 REQUIRED)
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
+pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)

@@ -12,6 +12,9 @@ const char* ErrorCodeName(ErrorCode code) {
     case ErrorCode::kUnsupported: return "Unsupported";
     case ErrorCode::kOutOfRange: return "OutOfRange";
     case ErrorCode::kResourceExhausted: return "ResourceExhausted";
+    case ErrorCode::kFailedPrecondition: return "FailedPrecondition";
+    case ErrorCode::kUnauthenticated: return "Unauthenticated";
+    case ErrorCode::kUnavailable: return "Unavailable";
     case ErrorCode::kInternal: return "Internal";
   }
   return "Unknown";

@@ -19,7 +19,10 @@ enum class ErrorCode {
   kCorrupt,          // data exists but violates its format (truncated, out of bounds, bad magic)
   kUnsupported,      // valid but not implemented here (unknown tensor type, architecture)
   kOutOfRange,       // a value past a limit (context length, vocab)
-  kResourceExhausted,
+  kResourceExhausted,  // a bounded resource is full (KV pool, queue, memory budget)
+  kFailedPrecondition, // the request is valid but the state does not allow it now
+  kUnauthenticated,    // missing or wrong credentials
+  kUnavailable,        // temporarily unable (overloaded, shutting down); retry later
   kInternal,
 };
 
@@ -50,6 +53,14 @@ inline Status IoError(std::string m) { return {ErrorCode::kIo, std::move(m)}; }
 inline Status Corrupt(std::string m) { return {ErrorCode::kCorrupt, std::move(m)}; }
 inline Status Unsupported(std::string m) { return {ErrorCode::kUnsupported, std::move(m)}; }
 inline Status OutOfRange(std::string m) { return {ErrorCode::kOutOfRange, std::move(m)}; }
+inline Status ResourceExhausted(std::string m) {
+  return {ErrorCode::kResourceExhausted, std::move(m)};
+}
+inline Status FailedPrecondition(std::string m) {
+  return {ErrorCode::kFailedPrecondition, std::move(m)};
+}
+inline Status Unauthenticated(std::string m) { return {ErrorCode::kUnauthenticated, std::move(m)}; }
+inline Status Unavailable(std::string m) { return {ErrorCode::kUnavailable, std::move(m)}; }
 inline Status Internal(std::string m) { return {ErrorCode::kInternal, std::move(m)}; }
 
 template <typename T>

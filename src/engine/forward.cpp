@@ -91,6 +91,21 @@ Status ForwardPass::Begin(const Batch& batch, kv::KvSequence* seq) {
                              ") does not belong to the sequence");
     }
   }
+  // Sliding-window layers may have given back rows these tokens would read.
+  for (int l = 0; l < spec.n_layers; ++l) {
+    const int64_t released = seq->released_through(l);
+    const int window = spec.layers[l].sliding_window;
+    if (released == kv::kNoPosition || window <= 0) continue;
+    for (int64_t p : batch.positions) {
+      if (p - window < released) {
+        return FailedPrecondition(
+            "position " + std::to_string(p) + " needs rows of sliding-window layer " +
+            std::to_string(l) + " at positions <= " + std::to_string(released) +
+            ", which the sequence released (recompute from an earlier point, or turn window "
+            "release off for policies that re-place history)");
+      }
+    }
+  }
   rows_before_ = seq->n_rows();
   std::vector<kv::RowRef> rows = batch.rows;
   if (rows.empty()) {
@@ -106,6 +121,13 @@ Status ForwardPass::Begin(const Batch& batch, kv::KvSequence* seq) {
       }
       rows.insert(rows.end(), part->begin(), part->end());
       i = j;
+    }
+  }
+  for (const kv::RowRef& r : rows) {
+    if (!seq->pool()->has_all_layers(r.block)) {
+      seq->Truncate(rows_before_);
+      return FailedPrecondition("block " + std::to_string(r.block) +
+                                " lost sliding-window layer storage; its rows cannot be written");
     }
   }
   seq_ = seq;
@@ -141,6 +163,18 @@ void ForwardPass::StepLayer() {
   model::Attend(spec, l, seq_->view(), kv, visibility(), scratch_, pool_);
   model::OutputAndFfn(spec, lw, x_.data(), scratch_, pool_);
   ++next_layer_;
+  if (done() && persist_ && seq_->window_release()) ReleaseOutOfWindow();
+}
+
+void ForwardPass::ReleaseOutOfWindow() {
+  // Later tokens come after this batch, so a local layer never again reads rows at positions
+  // <= next - window. (Positions of later batches are checked against this in Begin.)
+  const int64_t next = *std::max_element(positions_.begin(), positions_.end()) + 1;
+  const model::ModelSpec& spec = model_.spec();
+  for (int l = 0; l < spec.n_layers; ++l) {
+    const int window = spec.layers[l].sliding_window;
+    if (window > 0) seq_->ReleaseLayerThrough(l, next - window);
+  }
 }
 
 Status ForwardPass::KeepTokens(std::span<const int> indices) {

@@ -11,6 +11,8 @@
 // every layer after the batch's K/V rows are stored and before attention: it sees the layer's
 // post-RoPE Q rows and can ask for attention weights of any token and head over the rows that
 // token reads — the hooks memory policies use to score blocks and tokens.
+// After a persistent batch, sliding-window layers release the rows later tokens cannot reach
+// (kv::KvSequence::ReleaseLayerThrough; off with seq.set_window_release(false)).
 // Forward() runs a plain prompt through, splitting it into micro-batches to bound scratch memory.
 // Not thread-safe: one ForwardPass per thread; the ThreadPool parallelizes inside each stage.
 #pragma once
@@ -93,6 +95,8 @@ class ForwardPass {
  private:
   friend class TapContext;
   model::Visibility visibility() const { return {positions_, allowed_}; }
+  // After a persistent pass: sliding-window layers give back rows no later token can read.
+  void ReleaseOutOfWindow();
 
   const model::Model& model_;
   ThreadPool* pool_;

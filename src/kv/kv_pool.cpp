@@ -50,7 +50,6 @@ KvPool::KvPool(KvGeometry geometry, int max_blocks, KvFormats formats)
       kivi() ? rows / kGroup * kernels::KiviGroupBytes(geo_.head_dim_k) : rows * k_row_bytes_;
   v_head_bytes_ = rows * v_row_bytes_;
   layer_bytes_ = static_cast<size_t>(geo_.n_kv_heads) * (k_head_bytes_ + v_head_bytes_);
-  block_bytes_ = layer_bytes_ * geo_.n_layers;
   token_bytes_ = geo_.n_layers *
                  KvBytesPerTokenLayer(formats, geo_.n_kv_heads, geo_.head_dim_k, geo_.head_dim_v);
   staging_elems_ =
@@ -58,18 +57,18 @@ KvPool::KvPool(KvGeometry geometry, int max_blocks, KvFormats formats)
 }
 
 uint8_t* KvPool::KData(Block& b, int layer, int head) const {
-  return b.data.get() + layer * layer_bytes_ + head * k_head_bytes_;
+  assert(b.layers[layer] && "layer storage was released");
+  return b.layers[layer].get() + head * k_head_bytes_;
 }
 const uint8_t* KvPool::KData(const Block& b, int layer, int head) const {
-  return b.data.get() + layer * layer_bytes_ + head * k_head_bytes_;
+  assert(b.layers[layer] && "layer storage was released");
+  return b.layers[layer].get() + head * k_head_bytes_;
 }
 uint8_t* KvPool::VData(Block& b, int layer, int head) const {
-  return b.data.get() + layer * layer_bytes_ + geo_.n_kv_heads * k_head_bytes_ +
-         head * v_head_bytes_;
+  return KData(b, layer, 0) + geo_.n_kv_heads * k_head_bytes_ + head * v_head_bytes_;
 }
 const uint8_t* KvPool::VData(const Block& b, int layer, int head) const {
-  return b.data.get() + layer * layer_bytes_ + geo_.n_kv_heads * k_head_bytes_ +
-         head * v_head_bytes_;
+  return KData(b, layer, 0) + geo_.n_kv_heads * k_head_bytes_ + head * v_head_bytes_;
 }
 uint16_t* KvPool::Staging(Block& b, int layer, int head) const {
   return b.staging.get() +
@@ -107,6 +106,30 @@ size_t KvPool::staging_bytes() const {
   return n;
 }
 
+KvPool::LayerData KvPool::TakeLayerStorage() {
+  if (spare_layers_.empty()) {
+    // Not value-initialized: rows are written before they are read (views only cover rows
+    // that hold data), and touching fresh pages here would cost more than the writes.
+    return LayerData(new uint8_t[layer_bytes_]);
+  }
+  LayerData d = std::move(spare_layers_.back());
+  spare_layers_.pop_back();
+  return d;
+}
+
+bool KvPool::has_all_layers(int32_t block) const {
+  const Block& b = blocks_[block];
+  return std::all_of(b.layers.begin(), b.layers.end(), [](const LayerData& d) { return !!d; });
+}
+
+void KvPool::MaybeFreeStaging(Block& b) const {
+  if (!b.staging || geo_.block_rows % kGroup != 0) return;
+  for (int l = 0; l < geo_.n_layers; ++l) {
+    if (b.layers[l] && b.written[l] != geo_.block_rows) return;
+  }
+  b.staging.reset();  // every row of every live layer is in a whole group
+}
+
 Result<int32_t> KvPool::Allocate() {
   int32_t id;
   if (!free_.empty()) {
@@ -120,26 +143,87 @@ Result<int32_t> KvPool::Allocate() {
     }
     id = static_cast<int32_t>(blocks_.size());
     blocks_.emplace_back();
-    // Not value-initialized: rows are written before they are read (views only cover rows
-    // that hold data), and touching fresh pages here would cost more than the writes.
-    blocks_[id].data.reset(new uint8_t[block_bytes_]);
+    blocks_[id].layers.resize(geo_.n_layers);
     blocks_[id].rotated_pos.resize(geo_.block_rows);
   }
   Block& b = blocks_[id];
+  for (LayerData& d : b.layers) {
+    if (!d) d = TakeLayerStorage();
+  }
   b.used = true;
   std::fill(b.rotated_pos.begin(), b.rotated_pos.end(), kNoPosition);
   b.written.assign(geo_.n_layers, 0);
-  b.full_layers = 0;
   ++in_use_;
+  layers_in_use_ += geo_.n_layers;
+  peak_layers_in_use_ = std::max(peak_layers_in_use_, layers_in_use_);
   return id;
 }
 
 void KvPool::Free(int32_t block) {
   assert(block >= 0 && block < static_cast<int32_t>(blocks_.size()) && blocks_[block].used);
-  blocks_[block].used = false;
-  blocks_[block].staging.reset();
+  Block& b = blocks_[block];
+  for (const LayerData& d : b.layers) layers_in_use_ -= d ? 1 : 0;
+  b.used = false;
+  b.staging.reset();
   free_.push_back(block);
   --in_use_;
+}
+
+void KvPool::ReleaseLayer(int32_t block, int layer) {
+  Block& b = blocks_[block];
+  assert(b.used && layer >= 0 && layer < geo_.n_layers);
+  if (!b.layers[layer]) return;
+  spare_layers_.push_back(std::move(b.layers[layer]));
+  b.written[layer] = 0;
+  --layers_in_use_;
+  MaybeFreeStaging(b);
+}
+
+KvPool::RawLayer KvPool::raw_layer(int32_t block, int layer) const {
+  const Block& b = blocks_[block];
+  assert(b.used && layer >= 0 && layer < geo_.n_layers);
+  RawLayer raw;
+  if (!b.layers[layer]) return raw;
+  raw.data = {b.layers[layer].get(), layer_bytes_};
+  if (kivi() && QuantizedRows(b.written[layer]) < b.written[layer]) {
+    raw.staging = {Staging(b, layer, 0), static_cast<size_t>(geo_.n_kv_heads) * kGroup *
+                                             geo_.head_dim_k};
+  }
+  return raw;
+}
+
+Status KvPool::LoadLayer(int32_t block, int layer, std::span<const uint8_t> data,
+                         std::span<const uint16_t> staging, int32_t n_rows) {
+  Block& b = blocks_[block];
+  assert(b.used && layer >= 0 && layer < geo_.n_layers);
+  if (n_rows < 0 || n_rows > geo_.block_rows) {
+    return InvalidArgument("KV layer of " + std::to_string(n_rows) + " rows in a block of " +
+                           std::to_string(geo_.block_rows));
+  }
+  if (data.size() != layer_bytes_) {
+    return InvalidArgument("KV layer data of " + std::to_string(data.size()) +
+                           " bytes, expected " + std::to_string(layer_bytes_));
+  }
+  const bool needs_staging = kivi() && QuantizedRows(n_rows) < n_rows;
+  const size_t staging_elems = static_cast<size_t>(geo_.n_kv_heads) * kGroup * geo_.head_dim_k;
+  if (staging.size() != (needs_staging ? staging_elems : 0)) {
+    return InvalidArgument("KV layer staging of " + std::to_string(staging.size()) +
+                           " values, expected " +
+                           std::to_string(needs_staging ? staging_elems : 0));
+  }
+  if (!b.layers[layer]) {
+    b.layers[layer] = TakeLayerStorage();
+    ++layers_in_use_;
+    peak_layers_in_use_ = std::max(peak_layers_in_use_, layers_in_use_);
+  }
+  std::copy(data.begin(), data.end(), b.layers[layer].get());
+  if (needs_staging) {
+    if (!b.staging) b.staging.reset(new uint16_t[staging_elems_]);
+    std::copy(staging.begin(), staging.end(), Staging(b, layer, 0));
+  }
+  b.written[layer] = n_rows;
+  MaybeFreeStaging(b);
+  return Status::Ok();
 }
 
 void KvPool::UnquantizeGroupPrefix(Block& b, int layer, int32_t row) {
@@ -176,7 +260,6 @@ void KvPool::DropRows(int32_t block, int32_t first_row) {
     int32_t& written = b.written[l];
     if (written <= first_row) continue;
     if (kivi()) {
-      if (geo_.block_rows % kGroup == 0 && written == geo_.block_rows) --b.full_layers;
       // A whole group cut open: its kept rows go back to staging.
       if (first_row % kGroup != 0 && first_row < QuantizedRows(written)) {
         UnquantizeGroupPrefix(b, l, first_row);
@@ -224,10 +307,7 @@ void KvPool::WriteToken(RowRef r, int layer, const float* k, const float* v) {
   }
   if (r.row < written) return;  // an overwrite
   written = r.row + 1;
-  if (kivi() && geo_.block_rows % kGroup == 0 && written == geo_.block_rows &&
-      ++b.full_layers == geo_.n_layers) {
-    b.staging.reset();  // every row of every layer is in a whole group
-  }
+  if (kivi() && written == geo_.block_rows) MaybeFreeStaging(b);
 }
 
 void KvPool::ReadToken(RowRef r, int layer, float* k, float* v) const {
@@ -360,7 +440,9 @@ void KvPool::Reposition(RowRef first, int n, int64_t new_pos, const std::vector<
     moved |= delta[i] != 0;
   }
   if (!moved) return;
-  for (int l = 0; l < geo_.n_layers; ++l) RepositionLayer(b, l, first.row, delta, rope[l]);
+  for (int l = 0; l < geo_.n_layers; ++l) {
+    if (b.layers[l]) RepositionLayer(b, l, first.row, delta, rope[l]);
+  }
   for (int i = 0; i < n; ++i) {
     if (b.rotated_pos[first.row + i] != kNoPosition) b.rotated_pos[first.row + i] = new_pos + i;
   }

@@ -7,10 +7,13 @@
 // without a forward pass (DESIGN.md "Positions are decoupled from storage").
 //
 // Rows are stored in the pool's KvFormats (kv_format.h), read in place by the attention kernel.
-// Layout of one block, per layer l and KV head h (bytes):
-//   K[l][h] : block_rows rows of KRowBytes(k type, head_dim_k); kivi4: block_rows / 32 groups of
-//             KiviGroupBytes(head_dim_k)
-//   V[l][h] : block_rows rows of VRowBytes(v type, head_dim_v)
+// Each layer of a block is its own allocation of layer_bytes(), so a sliding-window layer can
+// give back the storage of rows it will never read again (ReleaseLayer) while global layers keep
+// theirs; released layer storage is reused by later blocks. Layout of one layer of a block, per
+// KV head h (bytes):
+//   K[h] : block_rows rows of KRowBytes(k type, head_dim_k); kivi4: block_rows / 32 groups of
+//          KiviGroupBytes(head_dim_k)
+//   V[h] : block_rows rows of VRowBytes(v type, head_dim_v)   (all K heads first, then all V)
 // so attention reads each (layer, head) of a block as one span. kivi4 K keeps the rows of each
 // (layer, head)'s newest incomplete group of 32 in an f16 staging area of the block (allocated
 // while the block has incomplete groups; rows past the last whole group of a block whose
@@ -24,7 +27,7 @@
 // sequence is truncated, so rows re-appended after the cut go through staging again instead
 // of requantizing a group once per row.
 //
-// Thread-safety: Allocate/Free, WriteToken and Reposition mutate; WriteToken calls for distinct
+// Thread-safety: Allocate/Free/ReleaseLayer/LoadLayer, WriteToken and Reposition mutate; WriteToken calls for distinct
 // blocks may run concurrently, those for one block may not. Span/Attend/ReadToken are const and
 // may run concurrently with each other.
 #pragma once
@@ -32,6 +35,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "core/status.h"
@@ -79,15 +83,42 @@ class KvPool {
   int max_blocks() const { return max_blocks_; }
   int blocks_in_use() const { return in_use_; }
   // Stored bytes of one block (all layers, K and V, scales included; kivi4 staging excluded).
-  size_t bytes_per_block() const { return block_bytes_; }
+  size_t bytes_per_block() const { return layer_bytes_ * geo_.n_layers; }
+  // Stored bytes of one layer of a block.
+  size_t layer_bytes() const { return layer_bytes_; }
+  // Layer storage held by blocks in use (released layers excluded), and the most ever held.
+  size_t bytes_in_use() const { return layers_in_use_ * layer_bytes_; }
+  size_t peak_bytes_in_use() const { return peak_layers_in_use_ * layer_bytes_; }
   // Bytes one token takes in the pool, all layers, K and V (kivi4 K amortized over its groups).
   size_t bytes_per_token() const { return token_bytes_; }
   // kivi4 K staging currently allocated, all blocks.
   size_t staging_bytes() const;
 
-  // A fresh block whose rows have no position yet. Memory is reused from freed blocks first.
+  // A fresh block whose rows have no position yet, with storage in every layer. Memory is reused
+  // from freed blocks and released layers first.
   Result<int32_t> Allocate();
   void Free(int32_t block);
+  // Gives back one layer's storage of a block in use (a sliding-window layer whose rows are all
+  // out of reach): the layer then holds no rows and must not be read or written until the block
+  // is freed. Idempotent.
+  void ReleaseLayer(int32_t block, int layer);
+  bool has_layer(int32_t block, int layer) const { return blocks_[block].layers[layer] != nullptr; }
+  // True if every layer of the block has storage (rows can be written to it).
+  bool has_all_layers(int32_t block) const;
+
+  // Persistence: the stored bytes of one layer of a block (layer_bytes(): K of every KV head,
+  // then V of every KV head, the layout above) and, for kivi4 K with rows past the last whole
+  // group, that layer's f16 staging (n_kv_heads, 32, head_dim_k); both empty when released.
+  struct RawLayer {
+    std::span<const uint8_t> data;
+    std::span<const uint16_t> staging;
+  };
+  RawLayer raw_layer(int32_t block, int layer) const;
+  // Fills one layer of a block in use with what raw_layer() gave for a pool of the same geometry
+  // and formats: rows [0, n_rows) become written. staging is required exactly when raw_layer()
+  // would give it (kivi4, n_rows not a multiple of 32). Fails on any size mismatch.
+  Status LoadLayer(int32_t block, int layer, std::span<const uint8_t> data,
+                   std::span<const uint16_t> staging, int32_t n_rows);
 
   // Raw rows of a pool whose K (V) format is f16, for tests and tools: (block_rows, head_dim_k)
   // keys (head_dim_v values) of one layer and KV head. Only rows already written hold data.
@@ -133,15 +164,18 @@ class KvPool {
   void Reposition(RowRef first, int n, int64_t new_pos, const std::vector<RopeSpec>& rope);
 
  private:
+  using LayerData = std::unique_ptr<uint8_t[]>;
   struct Block {
-    std::unique_ptr<uint8_t[]> data;      // layers x {K heads, V heads}, see the layout above
+    std::vector<LayerData> layers;        // (n_layers) {K heads, V heads}; null when released
     std::unique_ptr<uint16_t[]> staging;  // kivi4: (n_layers, n_kv_heads, 32, head_dim_k) f16
     std::vector<int64_t> rotated_pos;     // (block_rows)
     std::vector<int32_t> written;         // (n_layers) rows [0, written[l]) hold data
-    int full_layers = 0;                  // kivi4: layers whose rows are all in whole groups
     bool used = false;
   };
   bool kivi() const { return layout_.k == kernels::KType::kKivi4; }
+  LayerData TakeLayerStorage();
+  // kivi4: frees b's staging once no layer with storage can have rows outside whole groups.
+  void MaybeFreeStaging(Block& b) const;
   uint8_t* KData(Block& b, int layer, int head) const;
   const uint8_t* KData(const Block& b, int layer, int head) const;
   uint8_t* VData(Block& b, int layer, int head) const;
@@ -169,12 +203,14 @@ class KvPool {
   size_t k_head_bytes_ = 0;  // one (layer, head)'s K region of a block
   size_t v_head_bytes_ = 0;
   size_t layer_bytes_ = 0;
-  size_t block_bytes_ = 0;
   size_t token_bytes_ = 0;
   size_t staging_elems_ = 0;  // per block
   std::vector<Block> blocks_;
   std::vector<int32_t> free_;
+  std::vector<LayerData> spare_layers_;  // released layer storage, reused before new memory
   int in_use_ = 0;
+  size_t layers_in_use_ = 0;
+  size_t peak_layers_in_use_ = 0;
 };
 
 }  // namespace kvmem::kv

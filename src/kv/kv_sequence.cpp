@@ -5,7 +5,10 @@
 namespace kvmem::kv {
 
 KvSequence::KvSequence(KvPool* pool)
-    : pool_(pool), view_(pool->geometry().n_layers, pool->geometry().n_kv_heads) {}
+    : pool_(pool),
+      view_(pool->geometry().n_layers, pool->geometry().n_kv_heads),
+      released_blocks_(pool->geometry().n_layers, 0),
+      released_through_(pool->geometry().n_layers, kNoPosition) {}
 
 KvSequence::~KvSequence() {
   for (int32_t b : blocks_) pool_->Free(b);
@@ -56,10 +59,35 @@ void KvSequence::Truncate(int64_t n) {
   const size_t keep_blocks = static_cast<size_t>((n + block_rows - 1) / block_rows);
   for (size_t i = keep_blocks; i < blocks_.size(); ++i) pool_->Free(blocks_[i]);
   blocks_.resize(keep_blocks);
+  for (size_t& r : released_blocks_) r = std::min(r, keep_blocks);
   // The kept block's dropped rows are free again: the next append writes them afresh (for
   // kivi4 keys, into the staging group rather than requantizing a completed group).
   if (n % block_rows != 0) pool_->DropRows(blocks_.back(), static_cast<int32_t>(n % block_rows));
   n_rows_ = n;
+}
+
+size_t KvSequence::ReleaseLayerThrough(int layer, int64_t cut) {
+  const int block_rows = pool_->geometry().block_rows;
+  const size_t whole_blocks = static_cast<size_t>(n_rows_ / block_rows);
+  size_t released = 0;
+  for (size_t& i = released_blocks_[layer]; i < whole_blocks; ++i) {
+    const int32_t b = blocks_[i];
+    int64_t last = kNoPosition;
+    bool out_of_reach = true;
+    for (int32_t r = 0; r < block_rows && out_of_reach; ++r) {
+      const int64_t pos = pool_->rotated_pos({b, r});
+      out_of_reach = pos != kNoPosition && pos <= cut;
+      last = std::max(last, pos);
+    }
+    if (!out_of_reach) break;
+    if (pool_->has_layer(b, layer)) {
+      view_.Hide({b, 0}, block_rows, layer);
+      pool_->ReleaseLayer(b, layer);
+      released += pool_->layer_bytes();
+    }
+    released_through_[layer] = std::max(released_through_[layer], last);
+  }
+  return released;
 }
 
 bool KvSequence::Owns(RowRef r) const {

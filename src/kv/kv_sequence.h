@@ -1,6 +1,14 @@
 // One sequence's KV memory: the pool blocks it owns, where its next rows go, and the view its
 // attention reads. New tokens get rows appended contiguously (filling the last block first) and
 // are added to every layer's view at their positions. Freeing the sequence frees its blocks.
+//
+// Sliding-window layers keep bounded memory: ReleaseLayerThrough(layer, cut) tells the sequence
+// that no later token reads rows of `layer` at positions <= cut; each whole block whose rows all
+// lie there gives that layer's storage back to the pool and leaves the layer's view. The engine
+// calls it after every persistent pass (engine/forward.h) unless window release is off — as it
+// must be for a policy that moves history to later positions (re-placed rows would need the
+// storage back). Released rows cannot come back: tokens must then be computed at positions
+// >= released_through(layer) + window, which the forward pass checks.
 // Not thread-safe.
 #pragma once
 
@@ -33,6 +41,14 @@ class KvSequence {
   // True if r is one of the rows written so far.
   bool Owns(RowRef r) const;
 
+  bool window_release() const { return window_release_; }
+  void set_window_release(bool on) { window_release_ = on; }
+  // Releases `layer`'s storage of the leading whole blocks whose rows all sit at rotated
+  // positions <= cut (see above). Returns the bytes given back.
+  size_t ReleaseLayerThrough(int layer, int64_t cut);
+  // The highest position of a row whose `layer` storage was released, or kNoPosition.
+  int64_t released_through(int layer) const { return released_through_[layer]; }
+
   const KvView& view() const { return view_; }
   KvView& view() { return view_; }
   // Rows written so far (storage order).
@@ -45,6 +61,9 @@ class KvSequence {
   std::vector<int32_t> blocks_;
   int64_t n_rows_ = 0;
   KvView view_;
+  bool window_release_ = true;
+  std::vector<size_t> released_blocks_;     // (n_layers) leading blocks of blocks_ released
+  std::vector<int64_t> released_through_;  // (n_layers)
 };
 
 }  // namespace kvmem::kv

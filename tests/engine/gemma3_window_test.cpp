@@ -11,6 +11,7 @@
 
 #include "../model/tiny_model.h"
 #include "engine/forward.h"
+#include "kv/kv_format.h"
 
 namespace kvmem::engine {
 namespace {
@@ -25,10 +26,11 @@ constexpr int kPrefix = 13;  // the decoded token sits at position kPrefix
 class Gemma3WindowTest : public ::testing::Test {
  protected:
   // n_layers 5: all local; 6: layer 5 global (every 6th layer).
-  void Load(int n_layers) {
+  void Load(int n_layers, int head_dim = 8) {
     TinyConfig c;
     c.arch = "gemma3";
     c.n_layers = n_layers;
+    c.head_dim = head_dim;
     c.sliding_window = kWindow;
     c.rope_base = 1e6f;
     file_ = std::make_unique<TempFile>(BuildTinyGguf(c, 5));
@@ -123,6 +125,71 @@ TEST_F(Gemma3WindowTest, PrefillEqualsDecodeUnderTheWindow) {
     steps.insert(steps.end(), one.begin(), one.end());
   }
   EXPECT_LT(MaxDiff(batch, steps), 1e-4f);
+}
+
+// Bounded memory: after each persistent pass the local layers give back whole blocks their
+// window can no longer reach. The logits of every step are bit-identical to a sequence that keeps
+// everything, and the pool holds exactly the blocks the window rule says it needs.
+TEST_F(Gemma3WindowTest, ReleasedWindowRowsChangeNothingAndBoundMemory) {
+  Load(6);
+  constexpr int kRows = 4, kTokens = 41;
+  std::vector<int32_t> tokens(kTokens);
+  for (int i = 0; i < kTokens; ++i) tokens[i] = (i * 37 + 11) % 64;
+  kv::KvPool kept_pool(model_->kv_geometry(kRows), 64), released_pool(model_->kv_geometry(kRows), 64);
+  kv::KvSequence kept(&kept_pool), released(&released_pool);
+  kept.set_window_release(false);
+  ASSERT_TRUE(released.window_release());  // the default
+  std::vector<float> a, b;
+  // A prefill in micro-batches of 8, then one-token decode steps.
+  const auto all = std::span(tokens);
+  ASSERT_TRUE(Forward(*model_, &threads_, &kept, all.first(24), 0, true, &a, 8).ok());
+  ASSERT_TRUE(Forward(*model_, &threads_, &released, all.first(24), 0, true, &b, 8).ok());
+  EXPECT_EQ(MaxDiff(a, b), 0.0f);
+  for (int i = 24; i < kTokens; ++i) {
+    ASSERT_TRUE(Forward(*model_, &threads_, &kept, all.subspan(i, 1), i, false, &a).ok());
+    ASSERT_TRUE(Forward(*model_, &threads_, &released, all.subspan(i, 1), i, false, &b).ok());
+    ASSERT_EQ(MaxDiff(a, b), 0.0f) << "step " << i;
+  }
+  // Blocks of 4 rows: 11 in use (41 rows). The next token (position 41) reads local rows at
+  // positions > 41 - kWindow = 37, so local layers need only blocks 9 (36..39) and 10 (40).
+  const size_t layer = released_pool.layer_bytes();
+  EXPECT_EQ(kept_pool.bytes_in_use(), 11 * 6 * layer);
+  EXPECT_EQ(released_pool.bytes_in_use(), (11 * 1 + 2 * 5) * layer);
+  for (int l = 0; l < 5; ++l) {
+    EXPECT_EQ(released.released_through(l), 35);  // the last row of block 8
+    EXPECT_FALSE(released_pool.has_layer(released.blocks()[8], l));
+    EXPECT_TRUE(released_pool.has_layer(released.blocks()[9], l));
+  }
+  EXPECT_EQ(released.released_through(5), kv::kNoPosition);  // the global layer keeps everything
+
+  // A token that would need released rows is refused with a clear error; nothing changes.
+  const int32_t one[] = {3};
+  Status s = Forward(*model_, &threads_, &released, one, 20, false, &b);
+  EXPECT_EQ(s.code(), ErrorCode::kFailedPrecondition);
+  EXPECT_NE(s.message().find("sliding-window layer"), std::string::npos) << s.message();
+  EXPECT_EQ(released.n_rows(), kTokens);
+  // Continuing at the next position still agrees.
+  ASSERT_TRUE(Forward(*model_, &threads_, &kept, one, kTokens, false, &a).ok());
+  ASSERT_TRUE(Forward(*model_, &threads_, &released, one, kTokens, false, &b).ok());
+  EXPECT_EQ(MaxDiff(a, b), 0.0f);
+}
+
+// The saving is per format: released local layers free their quantized storage too.
+TEST_F(Gemma3WindowTest, ReleaseWorksForEveryKvFormat) {
+  Load(6, /*head_dim=*/32);  // quantized KV rows are 32-value blocks
+  for (kv::KvFormat f : {kv::KvFormat::kQ8_0, kv::KvFormat::kQ4_0, kv::KvFormat::kKivi4}) {
+    // kivi4 groups are 32 rows: blocks of 32.
+    kv::KvPool pool(model_->kv_geometry(32), 8, {f, f});
+    kv::KvSequence seq(&pool);
+    std::vector<int32_t> tokens(70);
+    for (int i = 0; i < 70; ++i) tokens[i] = (i * 13 + 5) % 64;
+    std::vector<float> logits;
+    ASSERT_TRUE(Forward(*model_, &threads_, &seq, tokens, 0, false, &logits, 16).ok());
+    // Next position 70 reads local rows > 66: blocks 0 (0..31) and 1 (32..63) are released.
+    EXPECT_EQ(pool.bytes_in_use(), (3 * 6 - 2 * 5) * pool.layer_bytes()) << kv::KvFormatName(f);
+    const int32_t one[] = {9};
+    EXPECT_TRUE(Forward(*model_, &threads_, &seq, one, 70, false, &logits).ok());
+  }
 }
 
 }  // namespace
