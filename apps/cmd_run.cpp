@@ -11,7 +11,9 @@
 #include "CLI/CLI.hpp"
 #include "common.h"
 #include "commands.h"
+#include "core/memory_usage.h"
 #include "engine/generate.h"
+#include "engine/memory_budget.h"
 #include "engine/stop_strings.h"
 #include "kv/kv_format.h"
 #include "tokenizer/chat_template.h"
@@ -47,6 +49,26 @@ Result<std::string> PromptText(const RunOptions& o) {
     return ss.str();
   }
   return o.prompt;
+}
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+// Measured peak RSS against the budget computed from the geometry (engine/memory_budget.h).
+// "runtime" is what the process held before the first forward pass besides the weight pages
+// touched by then: code, tokenizer tables, the mapped GGUF metadata.
+void PrintMemory(const model::Model& model, const kv::KvPool& pool,
+                 const engine::GenerateStats& stats, int max_batch, size_t rss_before_compute) {
+  const engine::MemoryBudget b =
+      engine::PlainRunBudget(model, pool, stats.n_prompt, stats.n_generated, max_batch);
+  const size_t peak = ReadProcessMemory().peak_rss;
+  const size_t expected = b.total() + rss_before_compute;
+  std::fprintf(stderr,
+               "kvmem: memory: peak RSS %.1f MiB | budget %.1f MiB = weights %.1f + KV %.1f "
+               "(%.1f without window release; pool peak %.1f) + scratch %.1f + runtime %.1f "
+               "| peak/budget %.3f\n",
+               peak / kMiB, expected / kMiB, b.weights / kMiB, b.kv / kMiB,
+               b.kv_without_release / kMiB, pool.peak_bytes_in_use() / kMiB, b.scratch / kMiB,
+               rss_before_compute / kMiB, static_cast<double>(peak) / std::max<size_t>(expected, 1));
 }
 
 int Run(RunOptions o) {
@@ -111,6 +133,7 @@ int Run(RunOptions o) {
   };
   std::vector<int32_t> history;
   engine::GenerateStats stats;
+  const size_t rss_before_compute = ReadProcessMemory().rss;
   Status st = engine::Generate(
       model, &threads, &seq, ids, params,
       [&](int32_t t) { return tok->IsEndOfGeneration(t); },
@@ -136,6 +159,7 @@ int Run(RunOptions o) {
                stats.n_prompt, stats.n_prompt / std::max(stats.prompt_seconds, 1e-9),
                stats.n_generated, decode_evals / std::max(stats.decode_seconds, 1e-9), o.threads,
                stats.stop_reason.c_str(), stats.logits_hash);
+  PrintMemory(model, pool, stats, params.max_batch, rss_before_compute);
   return 0;
 }
 

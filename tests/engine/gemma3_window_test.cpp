@@ -11,6 +11,7 @@
 
 #include "../model/tiny_model.h"
 #include "engine/forward.h"
+#include "engine/memory_budget.h"
 #include "kv/kv_format.h"
 
 namespace kvmem::engine {
@@ -189,6 +190,35 @@ TEST_F(Gemma3WindowTest, ReleaseWorksForEveryKvFormat) {
     EXPECT_EQ(pool.bytes_in_use(), (3 * 6 - 2 * 5) * pool.layer_bytes()) << kv::KvFormatName(f);
     const int32_t one[] = {9};
     EXPECT_TRUE(Forward(*model_, &threads_, &seq, one, 70, false, &logits).ok());
+  }
+}
+
+// The KV budget `kvmem run` prints is computed from the geometry; it must equal what the pool
+// actually held at its peak, for prefill in micro-batches and decode, with and without release.
+TEST_F(Gemma3WindowTest, ComputedKvBudgetEqualsPoolPeak) {
+  Load(6);
+  struct Case {
+    int rows, prompt, decode, batch;
+  };
+  for (const Case c : {Case{4, 30, 5, 8}, Case{4, 9, 12, 3}, Case{8, 40, 1, 16}, Case{4, 3, 20, 8}}) {
+    for (bool release : {true, false}) {
+      kv::KvPool pool(model_->kv_geometry(c.rows), 64);
+      kv::KvSequence seq(&pool);
+      seq.set_window_release(release);
+      std::vector<int32_t> tokens(c.prompt + c.decode);
+      for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>(i * 7 % 64);
+      std::vector<float> logits;
+      const auto all = std::span(tokens);
+      ASSERT_TRUE(
+          Forward(*model_, &threads_, &seq, all.first(c.prompt), 0, false, &logits, c.batch).ok());
+      for (int i = c.prompt; i < c.prompt + c.decode; ++i) {
+        ASSERT_TRUE(Forward(*model_, &threads_, &seq, all.subspan(i, 1), i, false, &logits).ok());
+      }
+      EXPECT_EQ(PeakKvBytes(model_->spec(), pool, c.prompt, c.decode, c.batch, release),
+                pool.peak_bytes_in_use())
+          << "rows " << c.rows << " prompt " << c.prompt << " decode " << c.decode << " batch "
+          << c.batch << " release " << release;
+    }
   }
 }
 
