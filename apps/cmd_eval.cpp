@@ -9,6 +9,7 @@ void AddEvalCommands(CLI::App& app) {
   CLI::App* eval = app.add_subcommand("eval", "Measure the engine on benchmark data");
   eval->require_subcommand(1);
   AddEvalKvQuantCommand(*eval);
+  AddEvalNeedleCommand(*eval);
 }
 
 }  // namespace kvmem::app

@@ -4,10 +4,7 @@
 // under test in lockstep (eval/kvquant_eval.h). One result per (format, context): perplexity,
 // mean and max KL(P_f16 || P_format) of the next-token distributions, KV bytes per token.
 // Results go to stdout (a table, or JSON lines with --json); progress to stderr.
-#include <unistd.h>
-
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -19,6 +16,7 @@
 #include "commands.h"
 #include "eval/kvquant_eval.h"
 #include "eval/locomo.h"
+#include "eval/progress.h"
 #include "kv/kv_format.h"
 #include "tokenizer/gguf_config.h"
 #include "tokenizer/tokenizer.h"
@@ -35,63 +33,6 @@ struct KvQuantOptions {
   int micro_batch = 256;
   int threads = DefaultThreads();
   bool json = false;
-};
-
-// Forward-pass work of the first p positions of a window, in multiply-adds, to turn token rows
-// into an ETA that holds at 8K: weights cost the same per token, attention grows with the
-// position (token i reads i + 1 rows).
-class WorkModel {
- public:
-  explicit WorkModel(const model::ModelSpec& s)
-      : per_token_(static_cast<double>(s.n_layers) *
-                       (static_cast<double>(s.n_embd) * (s.q_dim() + s.k_dim() + s.v_dim()) +
-                        static_cast<double>(s.n_heads) * s.head_dim_v * s.n_embd +
-                        3.0 * s.n_embd * s.n_ff) +
-                   static_cast<double>(s.n_vocab) * s.n_embd),
-        per_row_(static_cast<double>(s.n_layers) * s.n_heads * (s.head_dim_k + s.head_dim_v)) {}
-
-  double Positions(double p) const { return p * per_token_ + per_row_ * p * (p + 1) / 2; }
-
- private:
-  double per_token_;
-  double per_row_;
-};
-
-// Token rows done / total, elapsed and ETA (from WorkModel units) on stderr: rewritten in place
-// on a terminal, a line every 30 s otherwise (logs).
-class ProgressLine {
- public:
-  ProgressLine(int64_t total_rows, double total_work)
-      : total_rows_(total_rows),
-        total_work_(total_work),
-        tty_(isatty(STDERR_FILENO) != 0),
-        start_(Clock::now()),
-        last_(start_) {}
-
-  void Update(int64_t rows, double work, const std::string& what) {
-    const auto now = Clock::now();
-    if (!tty_ && now - last_ < std::chrono::seconds(30) && rows < total_rows_) return;
-    last_ = now;
-    const double s = Seconds();
-    const double eta = work > 0 ? s * std::max(0.0, total_work_ - work) / work : 0.0;
-    std::fprintf(stderr, "%skvmem eval kvquant: %s | %lld/%lld token rows | %.0f s | ETA %.0f s%s",
-                 tty_ ? "\r\033[K" : "", what.c_str(), static_cast<long long>(rows),
-                 static_cast<long long>(total_rows_), s, eta, tty_ ? "" : "\n");
-    std::fflush(stderr);
-  }
-  void Finish() {
-    if (tty_) std::fputc('\n', stderr);
-  }
-  double Seconds() const {
-    return std::chrono::duration<double>(Clock::now() - start_).count();
-  }
-
- private:
-  using Clock = std::chrono::steady_clock;
-  int64_t total_rows_;
-  double total_work_;
-  bool tty_;
-  Clock::time_point start_, last_;
 };
 
 void PrintTableHeader() {
@@ -175,7 +116,7 @@ int Run(const KvQuantOptions& o) {
                docs.size(), static_cast<long long>(*shortest), static_cast<long long>(*longest),
                o.formats.c_str(), o.threads);
   std::vector<std::vector<eval::WindowRef>> plans;
-  const WorkModel work(model.spec());
+  const eval::WorkModel work(model.spec());
   const int n_runs = static_cast<int>(1 + variants->size());  // reference + formats
   int64_t total_rows = 0;
   double total_work = 0;
@@ -188,7 +129,7 @@ int Run(const KvQuantOptions& o) {
   }
 
   ThreadPool threads(o.threads);
-  ProgressLine progress(total_rows, total_work);
+  eval::ProgressLine progress("kvmem eval kvquant", total_rows, total_work);
   int64_t rows_before = 0;
   double work_before = 0;
   if (!o.json) PrintTableHeader();

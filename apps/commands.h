@@ -11,5 +11,6 @@ void AddIdsCommands(CLI::App& app);
 // `eval` and its subcommands (`eval kvquant`).
 void AddEvalCommands(CLI::App& app);
 void AddEvalKvQuantCommand(CLI::App& eval);
+void AddEvalNeedleCommand(CLI::App& eval);
 
 }  // namespace kvmem::app
