@@ -8,6 +8,9 @@ namespace kvmem::app {
 
 void AddRunCommand(CLI::App& app);
 void AddIdsCommands(CLI::App& app);
+void AddServeCommand(CLI::App& app);
+void AddChatCommand(CLI::App& app);
+void AddInspectCommand(CLI::App& app);
 // `eval` and its subcommands (`eval kvquant`).
 void AddEvalCommands(CLI::App& app);
 void AddEvalKvQuantCommand(CLI::App& eval);

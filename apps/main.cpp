@@ -10,6 +10,9 @@ int main(int argc, char** argv) {
   kvmem::app::AddRunCommand(app);
   kvmem::app::AddIdsCommands(app);
   kvmem::app::AddEvalCommands(app);
+  kvmem::app::AddServeCommand(app);
+  kvmem::app::AddChatCommand(app);
+  kvmem::app::AddInspectCommand(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::RuntimeError& e) {

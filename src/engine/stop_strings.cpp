@@ -15,7 +15,13 @@ std::string StopMatcher::Push(std::string_view piece) {
   pending_.append(piece);
   // Earliest complete stop string wins.
   size_t cut = std::string::npos;
-  for (const std::string& s : stops_) cut = std::min(cut, pending_.find(s));
+  for (const std::string& s : stops_) {
+    const size_t at = pending_.find(s);
+    if (at < cut) {
+      cut = at;
+      matched_ = s;
+    }
+  }
   if (cut != std::string::npos) {
     stopped_ = true;
     std::string out = pending_.substr(0, cut);

@@ -19,11 +19,14 @@ class StopMatcher {
   // The held-back remainder at the end of generation (empty once stopped).
   std::string Flush();
   bool stopped() const { return stopped_; }
+  // The stop string that matched (empty until stopped).
+  const std::string& matched() const { return matched_; }
 
  private:
   std::vector<std::string> stops_;
   std::string pending_;
   bool stopped_ = false;
+  std::string matched_;
 };
 
 }  // namespace kvmem::engine

@@ -64,6 +64,10 @@ void KvSequence::Truncate(int64_t n) {
   // kivi4 keys, into the staging group rather than requantizing a completed group).
   if (n % block_rows != 0) pool_->DropRows(blocks_.back(), static_cast<int32_t>(n % block_rows));
   n_rows_ = n;
+  if (n == 0) {  // nothing released remains: the sequence starts over
+    std::fill(released_blocks_.begin(), released_blocks_.end(), 0);
+    std::fill(released_through_.begin(), released_through_.end(), kNoPosition);
+  }
 }
 
 size_t KvSequence::ReleaseLayerThrough(int layer, int64_t cut) {

@@ -33,7 +33,7 @@ class KvSequence {
   Result<std::vector<RowRef>> AppendRows(int n, int64_t first_pos);
 
   // Drops every row after the first n in storage order, from the pool and from every view list,
-  // freeing blocks that become empty. Used when a prompt diverges from the cached one, and to
+  // freeing blocks that become empty. Truncate(0) also forgets what window release gave back. Used when a prompt diverges from the cached one, and to
   // roll back rows of a pass that must leave nothing behind.
   void Truncate(int64_t n);
   void Clear() { Truncate(0); }

@@ -6,46 +6,13 @@
 
 #include <string>
 
+#include "../tokenizer/byte_tokenizer.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kvmem::eval {
 namespace {
 
-// GPT-2's byte-to-unicode alphabet as UTF-8 (printable bytes map to themselves).
-std::string ByteChar(int b) {
-  const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174);
-  int cp = b;
-  if (!printable) {
-    int n = 0;
-    for (int x = 0; x < b; ++x) {
-      if (!((x >= 33 && x <= 126) || (x >= 161 && x <= 172) || (x >= 174))) ++n;
-    }
-    cp = 256 + n;
-  }
-  std::string s;
-  if (cp < 0x80) {
-    s += static_cast<char>(cp);
-  } else {
-    s += static_cast<char>(0xC0 | (cp >> 6));
-    s += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-  return s;
-}
-
-tokenizer::Tokenizer ByteTokenizer() {
-  tokenizer::TokenizerConfig c;
-  c.model = "gpt2";
-  c.pre = "gpt2";
-  for (int b = 0; b < 256; ++b) c.tokens.push_back(ByteChar(b));
-  c.token_types.assign(256, 1);
-  c.tokens.push_back("<s>");
-  c.token_types.push_back(3);
-  c.bos_id = 256;
-  c.add_bos = true;
-  auto t = tokenizer::Tokenizer::Create(std::move(c));
-  EXPECT_TRUE(t.ok()) << t.status().ToString();
-  return std::move(t).value();
-}
+using tokenizer::testing::ByteTokenizer;
 
 std::string Haystack(int n_lines) {
   std::string h;

@@ -137,6 +137,10 @@ TEST(KvSequenceRelease, ReleasesOnlyWholeBlocksOutOfReach) {
   auto more = seq.AppendRows(8, 6);  // fills block 1, then a fresh whole block
   ASSERT_TRUE(more.ok());
   EXPECT_TRUE(pool.has_all_layers(more->back().block));
+  // Cleared, the sequence starts over: nothing released any more.
+  seq.Clear();
+  EXPECT_EQ(seq.released_through(1), kNoPosition);
+  EXPECT_EQ(pool.blocks_in_use(), 0);
 }
 
 }  // namespace

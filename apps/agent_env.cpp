@@ -1,0 +1,84 @@
+#include "agent_env.h"
+
+#include <algorithm>
+
+#include "common.h"
+#include "kv/kv_format.h"
+#include "memory/store/fingerprint.h"
+#include "tokenizer/gguf_config.h"
+
+namespace kvmem::app {
+namespace {
+
+Result<kv::KvFormats> ParseFormats(const std::string& s) {
+  const size_t colon = s.find(':');
+  KVMEM_ASSIGN_OR_RETURN(kv::KvFormat k, kv::ParseKvFormat(s.substr(0, colon)));
+  kv::KvFormat v = k;
+  if (colon != std::string::npos) {
+    KVMEM_ASSIGN_OR_RETURN(v, kv::ParseKvFormat(s.substr(colon + 1)));
+  }
+  return kv::KvFormats{k, v};
+}
+
+std::string Stem(const std::string& path) {
+  std::string name = path.substr(path.find_last_of('/') + 1);
+  if (name.size() > 5 && name.ends_with(".gguf")) name.resize(name.size() - 5);
+  return name;
+}
+
+}  // namespace
+
+void AddAgentEnvOptions(CLI::App* cmd, AgentEnvOptions* o) {
+  cmd->add_option("-m,--model", o->model, "GGUF model (default: the installed SmolLM2)");
+  cmd->add_option("--store", o->store_dir,
+                  "agent store directory (default: $XDG_DATA_HOME/kvmem, else "
+                  "~/.local/share/kvmem)");
+  cmd->add_flag("--no-store", o->no_store, "keep agents' caches in RAM only (nothing persists)");
+  cmd->add_option("--kv-format", o->kv_format,
+                  "KV storage format of agents' caches, FORMAT or K:V; one of " +
+                      kv::KvFormatNames())
+      ->capture_default_str();
+  cmd->add_option("-t,--threads", o->threads, "threads (default: all cores)");
+  cmd->add_option("-c,--ctx", o->n_ctx, "context per agent in tokens (default: the model's)");
+  cmd->add_option("--hot-mib", o->hot_budget_mib,
+                  "RAM for resident agent caches (MiB); least recently used agents beyond it "
+                  "are evicted to the store")
+      ->capture_default_str();
+}
+
+Result<std::unique_ptr<AgentEnv>> OpenAgentEnv(const AgentEnvOptions& o, bool with_runtime) {
+  auto env = std::make_unique<AgentEnv>();
+  KVMEM_ASSIGN_OR_RETURN(kv::KvFormats formats, ParseFormats(o.kv_format));
+  KVMEM_ASSIGN_OR_RETURN(env->model, LoadModel(o.model));
+  const model::ModelSpec& spec = env->model->spec();
+  KVMEM_RETURN_IF_ERROR(kv::CheckKvFormats(formats, spec.head_dim_k, spec.head_dim_v));
+  auto tok = tokenizer::LoadTokenizer(env->model->file());
+  if (!tok.ok()) return tok.status().WithContext("tokenizer");
+  env->tok.emplace(std::move(tok).value());
+  const std::string path = o.model.empty() ? DefaultModelPath() : o.model;
+  env->model_name = Stem(path);
+  if (!o.no_store) {
+    memory::store::StoreOptions so;
+    if (o.store_dir.empty()) {
+      KVMEM_ASSIGN_OR_RETURN(so.root, memory::store::DefaultStoreRoot());
+    } else {
+      so.root = o.store_dir;
+    }
+    KVMEM_ASSIGN_OR_RETURN(so.model_fingerprint, memory::store::ModelFingerprint(path));
+    so.n_vocab = spec.n_vocab;
+    auto store = memory::store::AgentStore::Open(so);
+    if (!store.ok()) return store.status().WithContext("agent store " + so.root);
+    env->store.emplace(std::move(store).value());
+  }
+  if (!with_runtime) return env;
+  env->threads = std::make_unique<ThreadPool>(o.threads > 0 ? o.threads : DefaultThreads());
+  memory::AgentRuntimeOptions ro;
+  ro.formats = formats;
+  ro.n_ctx = o.n_ctx;
+  ro.hot_budget_bytes = static_cast<size_t>(std::max<int64_t>(o.hot_budget_mib, 1)) << 20;
+  env->runtime = std::make_unique<memory::AgentRuntime>(
+      *env->model, *env->tok, env->threads.get(), env->store ? &*env->store : nullptr, ro);
+  return env;
+}
+
+}  // namespace kvmem::app

@@ -1,0 +1,45 @@
+// What `kvmem serve`, `kvmem chat` and `kvmem inspect` share: the model, its tokenizer, the
+// agent store for that model, and the agent runtime over them, opened from command-line options.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "CLI/CLI.hpp"
+#include "core/status.h"
+#include "core/thread_pool.h"
+#include "memory/agents/agent_runtime.h"
+#include "memory/store/agent_store.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kvmem::app {
+
+struct AgentEnvOptions {
+  std::string model;
+  std::string store_dir;          // empty: $XDG_DATA_HOME/kvmem
+  bool no_store = false;          // keep agents in RAM only
+  std::string kv_format = "q8_0";  // FORMAT or K:V
+  int threads = 0;                // 0: DefaultThreads()
+  int64_t n_ctx = 0;              // per agent; 0: the model's training context
+  int64_t hot_budget_mib = 2048;
+};
+
+// Adds -m, --store, --no-store, --kv-format, -t, -c, --hot-mib to a subcommand.
+void AddAgentEnvOptions(CLI::App* cmd, AgentEnvOptions* o);
+
+struct AgentEnv {
+  std::unique_ptr<model::Model> model;
+  std::optional<tokenizer::Tokenizer> tok;
+  std::unique_ptr<ThreadPool> threads;
+  std::optional<memory::store::AgentStore> store;
+  std::unique_ptr<memory::AgentRuntime> runtime;
+  std::string model_name;  // the GGUF file name without directory and extension
+};
+
+// with_runtime = false opens only the model, tokenizer and store (kvmem inspect).
+Result<std::unique_ptr<AgentEnv>> OpenAgentEnv(const AgentEnvOptions& o, bool with_runtime = true);
+
+}  // namespace kvmem::app

@@ -1,0 +1,93 @@
+// `kvmem serve`: the OpenAI- and Anthropic-compatible HTTP server over per-agent KV memory
+// (serve/http_server.h, serve/engine_backend.h). Runs until SIGINT/SIGTERM, then stops
+// gracefully (admitted generations finish or are cancelled after the grace period).
+#include <csignal>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "agent_env.h"
+#include "common.h"
+#include "commands.h"
+#include "serve/engine_backend.h"
+#include "serve/http_server.h"
+
+namespace kvmem::app {
+namespace {
+
+struct ServeOptions {
+  AgentEnvOptions env;
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  std::vector<std::string> api_keys;  // KEY or KEY:TENANT
+  int max_concurrent = 64;
+};
+
+Result<serve::ApiKey> ParseApiKey(const std::string& s) {
+  const size_t colon = s.rfind(':');
+  serve::ApiKey k;
+  k.key = colon == std::string::npos ? s : s.substr(0, colon);
+  k.tenant = colon == std::string::npos ? serve::kDefaultTenant : s.substr(colon + 1);
+  if (k.key.empty()) return InvalidArgument("--api-key: empty key");
+  KVMEM_RETURN_IF_ERROR(memory::store::ValidateAgentName("tenant", k.tenant));
+  return k;
+}
+
+int Run(const ServeOptions& o) {
+  serve::HttpServerOptions so;
+  so.host = o.host;
+  so.port = o.port;
+  so.max_concurrent_requests = o.max_concurrent;
+  for (const std::string& k : o.api_keys) {
+    auto key = ParseApiKey(k);
+    if (!key.ok()) return Fail(key.status());
+    so.api_keys.push_back(*key);
+  }
+  auto env = OpenAgentEnv(o.env);
+  if (!env.ok()) return Fail(env.status());
+  Status warm = (*env)->runtime->Warmup();
+  if (!warm.ok()) return Fail(warm.WithContext("warm-up pass"));
+  serve::EngineBackend backend((*env)->runtime.get(), *(*env)->tok, (*env)->model_name);
+  serve::HttpServer server(&backend, so);
+
+  // Block the signals in every thread; this one waits for them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  Status st = server.Start();
+  if (!st.ok()) return Fail(st);
+  std::fprintf(stderr,
+               "kvmem serve: %s on http://%s:%d | context %lld per agent | KV %s | store %s\n",
+               (*env)->model_name.c_str(), o.host.c_str(), server.port(),
+               static_cast<long long>((*env)->runtime->n_ctx()),
+               serve::KvFormatLabel((*env)->runtime->options().formats).c_str(),
+               (*env)->store ? (*env)->store->model_dir().c_str() : "(none)");
+  int sig = 0;
+  sigwait(&signals, &sig);
+  std::fprintf(stderr, "kvmem serve: %s, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+  server.Stop();
+  return 0;
+}
+
+}  // namespace
+
+void AddServeCommand(CLI::App& app) {
+  auto o = std::make_shared<ServeOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "serve", "OpenAI/Anthropic-compatible server; each agent's KV cache persists");
+  AddAgentEnvOptions(cmd, &o->env);
+  cmd->add_option("--host", o->host, "address to bind")->capture_default_str();
+  cmd->add_option("--port", o->port, "port (0: any free port)")->capture_default_str();
+  cmd->add_option("--api-key", o->api_keys,
+                  "require this key (Authorization: Bearer KEY or x-api-key); KEY:TENANT puts "
+                  "the key's agents in their own namespace; repeatable");
+  cmd->add_option("--max-concurrent", o->max_concurrent,
+                  "generation requests admitted at once (more get 503/529)")
+      ->capture_default_str();
+  cmd->callback([o] { throw CLI::RuntimeError(Run(*o)); });
+}
+
+}  // namespace kvmem::app

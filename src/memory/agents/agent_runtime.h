@@ -1,0 +1,160 @@
+// Agents whose memory is their KV cache (semantic.md, issue "agents that remember"): each agent
+// (tenant + id) owns a KV sequence in its own pool, kept in RAM while it is hot and persisted
+// to the AgentStore after every turn, so it survives restarts and is reloaded (warm) instead of
+// re-prefilled. A turn gets the rendered prompt text; the agent's cached text is matched against
+// it at character level (EXACT / EXTEND / DIVERGE, memory/store/prefix_match.h), the matching
+// stored tokens are kept (their ids, generated ones included, are never re-tokenized) and only
+// the rest of the prompt is prefilled.
+//
+// Tiers: hot (resident in RAM, under a byte budget kept by evicting the least recently used idle
+// agents) and warm (only in the store). An agent evicted from RAM loses nothing.
+//
+// Thread-safety: every method may be called from many threads. Turns of one agent run one at a
+// time in arrival order (a ticket queue); turns of different agents run in parallel, their
+// forward passes interleaved one micro-batch or decode step at a time over the shared
+// ThreadPool (the model's weights are read by every agent; pools are per agent, so no agent
+// ever reads another's rows).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+#include "core/thread_pool.h"
+#include "engine/sampler.h"
+#include "kv/kv_format.h"
+#include "memory/store/agent_id.h"
+#include "memory/store/agent_store.h"
+#include "memory/store/prefix_match.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kvmem::memory {
+
+struct AgentRuntimeOptions {
+  // q8_0 by default: the measured loss table (README "KV formats") puts its KL to f16 at
+  // 3.8e-3 (+0.01% perplexity) for half the bytes; q4_0 keys cost +12% perplexity.
+  kv::KvFormats formats{kv::KvFormat::kQ8_0, kv::KvFormat::kQ8_0};
+  int block_rows = 256;
+  int64_t n_ctx = 0;                        // per agent; 0: the model's training context
+  size_t hot_budget_bytes = size_t{2} << 30;  // KV bytes resident across agents
+  int max_batch = 256;                      // prefill micro-batch
+  double min_diverge_ratio = 0.8;           // semantic.md §3.3
+};
+
+enum class Tier { kMiss, kHot, kWarm };
+const char* TierName(Tier t);  // "miss", "hot", "warm"
+
+struct TurnParams {
+  int max_tokens = 256;  // generated-token budget (also bounded by the context)
+  engine::SamplerConfig sampler;
+  std::vector<std::string> stop;
+};
+
+struct PromptStats {
+  int64_t prompt_tokens = 0;  // kept + prefilled
+  int64_t cached_tokens = 0;  // kept from the agent's cache
+  Tier tier = Tier::kMiss;
+  store::PrefixMatchKind match = store::PrefixMatchKind::kExact;
+  double load_seconds = 0;     // reading a warm cache from the store
+  double prefill_seconds = 0;
+};
+
+struct TurnCallbacks {
+  std::function<void(const PromptStats&)> on_prompt;  // once, after the prefill
+  std::function<bool(std::string_view)> on_text;      // false: stop (client gone)
+};
+
+enum class TurnEnd { kEndOfTurn, kStopSequence, kLength, kCancelled };
+
+struct TurnResult {
+  PromptStats prompt;
+  int64_t completion_tokens = 0;
+  TurnEnd end = TurnEnd::kEndOfTurn;
+  std::string stop_sequence;
+  double decode_seconds = 0;
+  double save_seconds = 0;
+  int64_t kv_tokens = 0;  // rows the agent's cache holds after the turn
+};
+
+struct AgentStatus {
+  store::AgentKey key;
+  int64_t tokens = 0;
+  int64_t bytes = 0;  // hot: KV bytes in RAM; warm: bytes on disk
+  Tier tier = Tier::kWarm;
+  kv::KvFormats formats;
+  int64_t last_use_unix_ms = 0;
+};
+
+struct RuntimeStats {
+  int64_t hot_bytes = 0;
+  int64_t agents_hot = 0;
+  int64_t agents_stored = 0;
+  int64_t store_bytes = 0;
+  int64_t waiting_turns = 0;
+};
+
+class AgentRuntime {
+ public:
+  // model, tok and threads must outlive the runtime; store may be null (nothing persists).
+  AgentRuntime(const model::Model& model, const tokenizer::Tokenizer& tok, ThreadPool* threads,
+               store::AgentStore* store, AgentRuntimeOptions options);
+  ~AgentRuntime();
+
+  // Runs one token through the model so its weights are paged in before the first request
+  // (a warm agent's first turn then costs its cache load, not the model's page faults).
+  Status Warmup();
+
+  // One turn of `key`'s conversation (nullptr: an anonymous turn that reads and keeps nothing):
+  // prompt_text is the whole rendered prompt (chat template applied, no BOS text). The reply
+  // streams through callbacks.on_text; the agent's cache is saved before this returns, so a
+  // returned turn is durable. InvalidArgument for a bad key, OutOfRange when the prompt does
+  // not fit the context, IoError when the save failed (the previous turn's cache then stays).
+  Result<TurnResult> RunTurn(const store::AgentKey* key, std::string_view prompt_text,
+                             const TurnParams& params, const TurnCallbacks& callbacks);
+
+  // The rendered conversation the agent's cache holds ("" for a new agent), so a client that
+  // keeps no history (kvmem chat) can extend it. Brings a stored agent into RAM.
+  Result<std::string> ConversationText(const store::AgentKey& key);
+
+  // Agents of a tenant (hot ones and stored ones), sorted by id.
+  Result<std::vector<AgentStatus>> List(const std::string& tenant);
+  Result<AgentStatus> Get(const store::AgentKey& key);
+  // Waits for the agent's running turn, then forgets it in RAM and in the store.
+  Status Delete(const store::AgentKey& key);
+
+  RuntimeStats stats();
+  int64_t n_ctx() const { return n_ctx_; }
+  const AgentRuntimeOptions& options() const { return options_; }
+
+ private:
+  struct Slot;
+  class Turn;
+  std::shared_ptr<Slot> GetSlot(const store::AgentKey& key);
+  // Brings the agent's cache into the slot (hot, else warm from the store, else empty).
+  Tier Acquire(const store::AgentKey* key, Slot& slot, double* load_seconds);
+  // Keeps the stored tokens the new prompt can reuse; returns the ids to prefill.
+  Result<std::vector<int32_t>> PlanPrompt(Slot& slot, std::string_view text, PromptStats* ps);
+  Status Prefill(Slot& slot, std::span<const int32_t> ids, std::vector<float>* logits);
+  void EnforceBudget(const Slot* keep);
+  std::string_view Piece(int32_t id) const;
+
+  const model::Model& model_;
+  const tokenizer::Tokenizer& tok_;
+  ThreadPool* threads_;
+  store::AgentStore* store_;
+  AgentRuntimeOptions options_;
+  int64_t n_ctx_;
+  std::mutex compute_mu_;  // one forward pass at a time over threads_
+  std::mutex registry_mu_;
+  std::map<std::string, std::shared_ptr<Slot>> slots_;  // by tenant '/' id
+};
+
+}  // namespace kvmem::memory

@@ -1,0 +1,123 @@
+// Persistent per-agent KV caches on local disk (DESIGN.md "Persistence format"; semantic.md's
+// per-agent caches that reload instead of re-prefilling). Layout under the root:
+//
+//   <root>/<first 16 hex of the model fingerprint>/   one directory per model
+//     .lock                                           held (flock) by the process that opened it
+//     <agent dir: XXH3-128 of tenant/id, agent_id.h>/
+//       manifest.json                                 manifest.h: written last, atomically
+//       kv-<xxh3-128>.safetensors                     block_file.h: immutable, content-addressed
+//
+// Save writes only blocks whose bytes are not already on disk (full blocks of earlier turns are
+// reused by name; the trailing partial block gets a new name when it changes, so a manifest
+// never names a rewritten file), then the manifest (the acknowledgement), then removes the
+// files no manifest names. A crash at any point leaves the previous manifest and every file it
+// names intact; Open removes what a crash left behind (temp files, unreferenced blocks,
+// directories without a manifest).
+//
+// Load verifies before it uses anything: the manifest's schema and types, that it belongs to
+// the key, the model fingerprint, KV formats and geometry equal to the live pool's, token ids
+// below n_vocab, block counts and rows adding up to the tokens, and per block its size,
+// checksum, safetensors framing, metadata and tensor shapes. Any failure is a Status naming the
+// problem and leaves the sequence empty.
+//
+// What is persisted of a sequence: its rows in storage order with their rotated positions and
+// which sliding-window layers were released. Load rebuilds the plain view (every row read at
+// its rotated position); views a policy customized (hidden or killed rows, per-head lists) are
+// the policy's to re-apply.
+//
+// Thread-safety: an AgentStore may be shared by threads. Operations on one agent are
+// serialized by a per-agent mutex; different agents proceed in parallel. Save reads, and Load
+// writes, the KvPool of the sequence: the caller keeps other writers of those blocks (Save) or
+// of the pool (Load: it allocates) away meanwhile, as KvPool requires. One process per model
+// directory: Open fails with Unavailable while another process holds it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+#include "kv/kv_format.h"
+#include "kv/kv_sequence.h"
+#include "memory/store/agent_id.h"
+
+namespace kvmem::memory::store {
+
+struct StoreOptions {
+  std::string root;               // DefaultStoreRoot() unless the user chose one
+  std::string model_fingerprint;  // ModelFingerprint() of the loaded GGUF
+  int32_t n_vocab = 0;            // stored token ids must be below it
+};
+
+// $XDG_DATA_HOME/kvmem when XDG_DATA_HOME is an absolute path, else $HOME/.local/share/kvmem.
+Result<std::string> DefaultStoreRoot();
+
+struct SaveStats {
+  int blocks_written = 0;      // new block files
+  int blocks_reused = 0;       // already on disk under their content name
+  uint64_t bytes_written = 0;  // block files and manifest
+  int files_removed = 0;       // unreferenced block files garbage-collected
+};
+
+struct AgentRecord {
+  std::vector<int32_t> tokens;  // one per loaded row
+  std::string text;             // the rendered prompt the tokens came from
+  int64_t last_use_unix_ms = 0;
+  int blocks = 0;
+  uint64_t bytes_read = 0;
+};
+
+struct AgentInfo {
+  AgentKey key;
+  int64_t n_tokens = 0;
+  uint64_t bytes_on_disk = 0;  // manifest and block files
+  kv::KvFormats formats;
+  int64_t last_use_unix_ms = 0;
+  Status status;  // not ok when the manifest could not be read (key and counts then unknown)
+};
+
+class AgentStore {
+ public:
+  // Creates <root>/<fingerprint prefix>/ if missing, takes its lock and cleans up after crashes.
+  static Result<AgentStore> Open(StoreOptions options);
+
+  AgentStore(AgentStore&&) noexcept;
+  AgentStore& operator=(AgentStore&&) noexcept;
+  ~AgentStore();
+
+  // Persists seq's rows. tokens (seq.n_rows()) are the ids of the rows in storage order; text is
+  // the rendered prompt they came from. token_text_ends, when given (one per token: the byte
+  // offset in text where the token's text ends), records each block's text span. The sequence's
+  // blocks must not be written during the call.
+  Result<SaveStats> Save(const AgentKey& key, const kv::KvSequence& seq,
+                         std::span<const int32_t> tokens, std::string_view text,
+                         std::span<const size_t> token_text_ends = {});
+
+  // Loads the agent into seq, which must be empty and use a pool of the stored formats and
+  // geometry. NotFound if the agent has no cache. On any error seq is left empty.
+  Status Load(const AgentKey& key, kv::KvSequence* seq, AgentRecord* out);
+
+  // Every agent of this model, sorted by tenant then id (unreadable ones last).
+  Result<std::vector<AgentInfo>> List() const;
+
+  // Removes the agent's manifest (durably first: the agent is gone even if a crash follows) and
+  // files. NotFound if it has none.
+  Status Delete(const AgentKey& key);
+
+  // True if the agent has a manifest (false for invalid keys).
+  bool Contains(const AgentKey& key) const;
+
+  const std::string& model_dir() const;
+  // The agent's directory. Requires ValidateAgentKey(key).ok().
+  std::string AgentDir(const AgentKey& key) const;
+
+ private:
+  struct State;
+  explicit AgentStore(std::unique_ptr<State> state);
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace kvmem::memory::store

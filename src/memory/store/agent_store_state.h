@@ -1,0 +1,45 @@
+// Internal to agent_store*.cpp: the shared state behind an AgentStore and the helpers its
+// operations share. Not part of the public API; thread-safety as stated in agent_store.h.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+#include "memory/store/agent_store.h"
+#include "memory/store/manifest.h"
+
+namespace kvmem::memory::store {
+
+// A manifest larger than this is refused unread (~1M tokens of ids and text fit well within).
+inline constexpr uint64_t kMaxManifestBytes = 64ull << 20;
+
+struct AgentStore::State {
+  StoreOptions options;
+  std::string model_dir;
+  int lock_fd = -1;
+  std::mutex mu;  // guards agent_locks
+  std::map<std::string, std::shared_ptr<std::mutex>> agent_locks;
+
+  ~State();
+  std::shared_ptr<std::mutex> AgentLock(const std::string& dir_name);
+  std::string AgentDir(const std::string& dir_name) const { return model_dir + "/" + dir_name; }
+};
+
+// "tenant/id" for messages.
+std::string AgentLabel(const AgentKey& key);
+
+// Reads and parses dir's manifest (NotFound if there is none).
+Result<AgentManifest> ReadManifest(const std::string& dir);
+
+// True for names Save writes as block files ("kv-<32 hex>.safetensors").
+bool IsBlockFileName(std::string_view name);
+
+// Removes block files of dir that `keep` does not name; returns how many were removed.
+int RemoveUnreferencedBlocks(const std::string& dir, const std::vector<BlockEntry>& keep);
+
+}  // namespace kvmem::memory::store

@@ -1,0 +1,87 @@
+// Parsing and validation of Anthropic /v1/messages bodies (the accepted fields are listed in
+// anthropic_api.h).
+#include <string>
+
+#include "serve/anthropic_api.h"
+
+namespace kvmem::serve {
+namespace {
+
+// Anthropic documents no small limit; this one only bounds the stop matcher's work.
+constexpr size_t kMaxStopSequences = 16;
+
+Result<ChatMessage> ParseMessage(const Json& m, const std::string& field) {
+  if (!m.is_object()) return TypeError(field, "an object", m);
+  KVMEM_ASSIGN_OR_RETURN(std::string role, RequiredString(m, "role", field + ".role"));
+  if (role != "user" && role != "assistant") {
+    return FieldError(field + ".role", "must be user or assistant, got '" + role + "'");
+  }
+  const Json* content = FindField(m, "content");
+  if (content == nullptr) return FieldError(field + ".content", "required");
+  KVMEM_ASSIGN_OR_RETURN(std::string text, ReadTextContent(*content, field + ".content"));
+  return ChatMessage{std::move(role), std::move(text)};
+}
+
+Status CheckUnsupported(const Json& body) {
+  KVMEM_RETURN_IF_ERROR(RejectIfRequested(body, "tools"));
+  if (const Json* thinking = FindField(body, "thinking")) {
+    if (!thinking->is_object()) return TypeError("thinking", "an object", *thinking);
+    KVMEM_ASSIGN_OR_RETURN(std::optional<std::string> type,
+                           OptionalString(*thinking, "type", "thinking.type"));
+    if (type && *type != "disabled") {
+      return Status(ErrorCode::kUnsupported, "'thinking': not supported by kvmem");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<ParsedRequest> ParseMessagesRequest(std::string_view body_text, const RequestContext& ctx) {
+  KVMEM_ASSIGN_OR_RETURN(Json body, ParseJsonObject(body_text));
+  ParsedRequest out;
+  GenerationRequest& g = out.generation;
+
+  KVMEM_ASSIGN_OR_RETURN(std::optional<std::string> model, OptionalString(body, "model", "model"));
+  (void)model;  // one model is loaded; any name is accepted
+  KVMEM_RETURN_IF_ERROR(CheckUnsupported(body));
+
+  KVMEM_ASSIGN_OR_RETURN(g.max_tokens, ReadMaxTokens(body, "max_tokens", ctx.model.context_length));
+  if (!g.max_tokens) return FieldError("max_tokens", "required");
+  KVMEM_ASSIGN_OR_RETURN(g.sampling,
+                         ReadSamplingParams(body, SamplingLimits{.max_temperature = 1.0}));
+  KVMEM_ASSIGN_OR_RETURN(g.stop, ReadStopStrings(body, "stop_sequences", kMaxStopSequences,
+                                                 /*allow_single_string=*/false));
+  KVMEM_ASSIGN_OR_RETURN(std::optional<bool> stream, OptionalBool(body, "stream", "stream"));
+  out.stream = stream.value_or(false);
+
+  std::optional<std::string> user_id;
+  if (const Json* metadata = FindField(body, "metadata")) {
+    if (!metadata->is_object()) return TypeError("metadata", "an object", *metadata);
+    KVMEM_ASSIGN_OR_RETURN(user_id, OptionalString(*metadata, "user_id", "metadata.user_id"));
+  }
+  g.agent.tenant = ctx.tenant;
+  KVMEM_ASSIGN_OR_RETURN(g.agent.id, ResolveAgentId(ctx, user_id, "metadata.user_id"));
+
+  if (const Json* system = FindField(body, "system")) {
+    KVMEM_ASSIGN_OR_RETURN(std::string text, ReadTextContent(*system, "system"));
+    g.messages.push_back(ChatMessage{"system", std::move(text)});
+  }
+  const Json* messages = FindField(body, "messages");
+  if (messages == nullptr) return FieldError("messages", "required");
+  if (!messages->is_array()) return TypeError("messages", "an array", *messages);
+  if (messages->empty()) return FieldError("messages", "must not be empty");
+  for (size_t i = 0; i < messages->size(); ++i) {
+    KVMEM_ASSIGN_OR_RETURN(ChatMessage m,
+                           ParseMessage((*messages)[i], "messages[" + std::to_string(i) + "]"));
+    g.messages.push_back(std::move(m));
+  }
+  g.continue_final_message = g.messages.back().role == "assistant";
+
+  ResponseMeta meta = NewResponseMeta("msg_", ctx.model.name);
+  g.request_id = meta.id;
+  out.reply = MakeMessagesReply(std::move(meta));
+  return out;
+}
+
+}  // namespace kvmem::serve

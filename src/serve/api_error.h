@@ -1,0 +1,66 @@
+// Errors as the HTTP APIs report them. This is the one place where Status codes become HTTP
+// statuses and where each dialect's error body is written:
+//
+//   kind               from                                   OpenAI  Anthropic (error type)
+//   kInvalidRequest    kInvalidArgument, kOutOfRange,          400     400 invalid_request_error
+//                      kUnsupported; bad JSON, invalid UTF-8,
+//                      wrong field types, prompt too long
+//   kAuthentication    kUnauthenticated; missing/wrong key     401     401 authentication_error
+//   kNotFound          kNotFound; unknown agent/model/route    404     404 not_found_error
+//   kMethodNotAllowed  known path, wrong method                405     405 invalid_request_error
+//   kConflict          kFailedPrecondition (e.g. deleting an   409     409 invalid_request_error
+//                      agent that is generating)
+//   kRequestTooLarge   body over max_body_bytes                413     413 request_too_large
+//   kOverloaded        kResourceExhausted, kUnavailable;       503     529 overloaded_error
+//                      max_concurrent_requests reached;
+//                      server stopping
+//   kInternal          kIo, kCorrupt, kInternal; exceptions    500     500 api_error
+//
+// Overload is 503 (OpenAI's "engine overloaded") and 529 (Anthropic's overloaded_error), not
+// 429: it is the server that is full, not the client that exceeded a rate. Both official
+// clients retry these with backoff, honouring the Retry-After header the server sends with
+// them. OpenAI bodies say "invalid_request_error" for every 4xx and "server_error" for 5xx,
+// with a distinguishing `code` (invalid_api_key, not_found, request_too_large, ...).
+// Thread-safety: pure functions.
+#pragma once
+
+#include <string>
+
+#include "core/status.h"
+
+namespace kvmem::serve {
+
+enum class Dialect { kOpenAi, kAnthropic };
+
+enum class ApiErrorKind {
+  kInvalidRequest,
+  kAuthentication,
+  kNotFound,
+  kMethodNotAllowed,
+  kConflict,
+  kRequestTooLarge,
+  kOverloaded,
+  kInternal,
+};
+
+struct ApiError {
+  ApiErrorKind kind = ApiErrorKind::kInternal;
+  std::string message;
+};
+
+// Internal faults keep their detail out of the message (the server logs it): file paths and
+// store layout are not the client's business.
+ApiError ApiErrorFromStatus(const Status& status);
+
+// For errors the HTTP library raised itself (malformed request line, URI too long, ...): the
+// kind whose body describes `http_status` best.
+ApiErrorKind ApiErrorKindFromHttpStatus(int http_status);
+
+int HttpStatus(ApiErrorKind kind, Dialect dialect);
+
+// The dialect's error object, serialized:
+//   OpenAI     {"error":{"message":…,"type":…,"param":null,"code":…}}
+//   Anthropic  {"type":"error","error":{"type":…,"message":…}}
+std::string ErrorBody(const ApiError& error, Dialect dialect);
+
+}  // namespace kvmem::serve

@@ -1,0 +1,123 @@
+// The values that cross the seam between the HTTP API and the engine behind it (serve::Backend):
+// one generation request as the OpenAI and Anthropic dialects both reduce to it, its result, and
+// what an agent's persisted memory looks like from outside. No JSON and no HTTP here; the
+// dialect files (openai_api.h, anthropic_api.h) translate to and from these.
+// Thread-safety: plain values.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tokenizer/chat_template.h"
+
+namespace kvmem::serve {
+
+// role is "system", "user" or "assistant" (the parsers map OpenAI's "developer" to "system").
+using ChatMessage = tokenizer::ChatMessage;
+
+// Who a request belongs to. The tenant comes from the API key (serve::ApiKey), never from the
+// request body, so one tenant cannot name another's agents. The id comes from the OpenAI `user`
+// field, Anthropic's `metadata.user_id` or the X-Agent-Id header; empty = anonymous: the
+// request is served without reading or writing any persisted memory.
+struct AgentRef {
+  std::string tenant;
+  std::string id;
+};
+
+// Sampling settings the client set explicitly; unset ones take the server's defaults (the
+// backend's choice: small models need a min_p that the API defaults of 1.0/1.0 would not give).
+struct SamplingParams {
+  std::optional<float> temperature;     // [0, 2]; 0 = greedy
+  std::optional<float> top_p;           // (0, 1]
+  std::optional<int> top_k;             // >= 0; 0 = off
+  std::optional<float> min_p;           // [0, 1]
+  std::optional<float> repeat_penalty;  // (0, 10]; 1 = off
+  std::optional<uint64_t> seed;
+};
+
+struct GenerationRequest {
+  std::string request_id;  // the id the client sees ("chatcmpl-…", "msg_…"), for logs
+  AgentRef agent;
+  // Chat endpoints: the conversation, validated (non-empty, known roles). The agent's memory is
+  // matched against the rendered prompt, so a client resending the whole history each turn hits
+  // the agent's cache.
+  std::vector<ChatMessage> messages;
+  // Anthropic prefill: the last message is an assistant turn that the reply continues, so the
+  // prompt ends inside that turn instead of opening a new one.
+  bool continue_final_message = false;
+  // /v1/completions: raw prompt text, no chat template. Set iff `messages` is empty.
+  std::optional<std::string> prompt;
+  // Generated-token budget; unset = up to the end of the context. Validated to [1, context].
+  std::optional<int> max_tokens;
+  SamplingParams sampling;
+  // Generation ends before any of these strings; they are never part of the returned text.
+  std::vector<std::string> stop;
+};
+
+enum class FinishReason {
+  kEndOfTurn,     // the model ended its turn (EOS / EOT token)
+  kStopSequence,  // one of GenerationRequest::stop matched
+  kLength,        // max_tokens reached, or the end of the context
+  kCancelled,     // GenerationSink::OnText returned false (client gone, server stopping)
+};
+
+// Where the agent's reused prefix came from.
+enum class CacheTier {
+  kMiss,  // nothing reused: the prompt was prefilled from scratch
+  kHot,   // the agent's KV cache was resident in memory
+  kWarm,  // loaded from the local store (disk)
+  kCold,  // loaded from a remote store
+};
+
+struct Usage {
+  int64_t prompt_tokens = 0;      // all prompt tokens, cached ones included
+  int64_t cached_tokens = 0;      // prompt tokens reused from the agent's cache (not prefilled)
+  int64_t completion_tokens = 0;  // generated tokens, the stop sequence's included
+};
+
+struct PromptInfo {
+  int64_t prompt_tokens = 0;
+  int64_t cached_tokens = 0;
+  CacheTier tier = CacheTier::kMiss;
+};
+
+struct GenerationResult {
+  FinishReason finish_reason = FinishReason::kEndOfTurn;
+  std::string stop_sequence;  // the stop string that matched (kStopSequence only)
+  Usage usage;
+  CacheTier tier = CacheTier::kMiss;
+};
+
+// An agent's persisted memory as the /v1/agents endpoints show it.
+struct AgentInfo {
+  std::string id;
+  std::string tenant;
+  int64_t cached_tokens = 0;          // tokens whose K/V rows the agent holds
+  int64_t bytes = 0;                  // bytes of those rows where they live now
+  CacheTier tier = CacheTier::kWarm;  // kHot: resident in memory; kWarm: only in the store
+  std::string kv_format;              // "f16", "q8_0", "q4_0", "kivi4", … (K/V: "q8_0/f16")
+  std::string memory_mode;     // the policy that manages it: "full", "memart", "epicache", …
+  int64_t last_used_unix = 0;  // seconds since the epoch; 0 = never
+};
+
+struct ModelInfo {
+  std::string name;  // what responses report as `model`
+  int context_length = 0;
+  int64_t created_unix = 0;
+};
+
+// Gauges the backend reports when /metrics is scraped.
+struct BackendStats {
+  int64_t store_bytes = 0;      // bytes of all agents' caches in the persistent store
+  int64_t hot_bytes = 0;        // bytes of KV rows resident in memory
+  int64_t agents_hot = 0;       // agents with their cache resident
+  int64_t agents_stored = 0;    // agents with a cache in the store
+  int64_t queued_requests = 0;  // admitted requests waiting for their agent or a batch slot
+};
+
+const char* FinishReasonName(FinishReason reason);  // "end_turn", "stop_sequence", …
+const char* CacheTierName(CacheTier tier);          // "miss", "hot", "warm", "cold"
+
+}  // namespace kvmem::serve

@@ -1,0 +1,74 @@
+// The seam between the HTTP API and the engine: everything the server needs from the model,
+// the agents' memory and the scheduler, as one abstract class. The server parses and validates
+// requests, calls a Backend, and formats what comes back; it never sees tokens or KV rows. Tests
+// drive the server with a fake Backend (tests/serve/fake_backend.h).
+//
+// Errors are Status values; the server maps their codes to HTTP statuses in one place
+// (serve/api_error.h):
+//   kInvalidArgument, kOutOfRange, kUnsupported  → 400 (e.g. a prompt longer than the context)
+//   kUnauthenticated                             → 401
+//   kNotFound                                    → 404 (unknown agent)
+//   kFailedPrecondition                          → 409 (e.g. delete during a generation)
+//   kResourceExhausted, kUnavailable             → 503 OpenAI / 529 Anthropic, with
+//                                                  Retry-After (queue or KV pool full,
+//                                                  shutting down: try again later)
+//   kIo, kCorrupt, kInternal                     → 500 (server faults only; the detail goes to
+//                                                  the log, not to the client)
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+#include "serve/api_types.h"
+
+namespace kvmem::serve {
+
+// Receives one generation's progress. Implemented by the server; called by the backend from
+// whatever thread runs the generation, never from two threads at once.
+class GenerationSink {
+ public:
+  virtual ~GenerationSink() = default;
+
+  // Once, when the request has been admitted and its prompt prefilled (usage of the prompt is
+  // known), before the first OnText. Until then a failure is reported to the client as an HTTP
+  // error status; after it, as an error event inside the already started stream. A backend
+  // that never calls it only loses that precision (the first OnText counts as the start).
+  virtual void OnPrompt(const PromptInfo& prompt) = 0;
+
+  // Each piece of generated text, in order, stop sequences already removed. Pieces may split
+  // a UTF-8 sequence (the server reassembles them). Returns false when nobody wants more text
+  // (the client disconnected, the server is stopping): the backend then stops generating as
+  // soon as it can and returns FinishReason::kCancelled. Must not block for long.
+  virtual bool OnText(std::string_view piece) = 0;
+};
+
+// Thread-safe: the server calls every method from many threads at once. Requests for one
+// agent (same tenant and id) must run in arrival order, one at a time, because each continues
+// the KV cache the previous one left; requests for different agents may run in parallel or be
+// batched together. That ordering is the backend's job.
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  // Runs one generation to its end, streaming text through `sink`; blocks until done.
+  // `request` has been validated by the server (see GenerationRequest). Returns the finish
+  // reason and usage; on error, no more sink calls are made after the returned Status.
+  virtual Result<GenerationResult> Generate(const GenerationRequest& request,
+                                            GenerationSink* sink) = 0;
+
+  // The tenant's agents with persisted memory, in any order.
+  virtual Result<std::vector<AgentInfo>> ListAgents(const std::string& tenant) = 0;
+  // NotFound for an agent this tenant does not have.
+  virtual Result<AgentInfo> GetAgent(const std::string& tenant, const std::string& id) = 0;
+  // Forgets the agent: its cache in memory and in the store. NotFound if there is none. Waits
+  // for (or rejects) a generation of that agent in progress: that choice is the backend's.
+  virtual Status DeleteAgent(const std::string& tenant, const std::string& id) = 0;
+
+  virtual ModelInfo model() const = 0;
+  // Gauges for /metrics; called on every scrape, so cheap.
+  virtual BackendStats stats() const = 0;
+};
+
+}  // namespace kvmem::serve

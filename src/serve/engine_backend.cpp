@@ -1,0 +1,146 @@
+#include "serve/engine_backend.h"
+
+#include <chrono>
+
+namespace kvmem::serve {
+namespace {
+
+CacheTier ToCacheTier(memory::Tier t) {
+  switch (t) {
+    case memory::Tier::kMiss: return CacheTier::kMiss;
+    case memory::Tier::kHot: return CacheTier::kHot;
+    case memory::Tier::kWarm: return CacheTier::kWarm;
+  }
+  return CacheTier::kMiss;
+}
+
+FinishReason ToFinishReason(memory::TurnEnd e) {
+  switch (e) {
+    case memory::TurnEnd::kEndOfTurn: return FinishReason::kEndOfTurn;
+    case memory::TurnEnd::kStopSequence: return FinishReason::kStopSequence;
+    case memory::TurnEnd::kLength: return FinishReason::kLength;
+    case memory::TurnEnd::kCancelled: return FinishReason::kCancelled;
+  }
+  return FinishReason::kEndOfTurn;
+}
+
+AgentInfo ToAgentInfo(const memory::AgentStatus& s) {
+  AgentInfo a;
+  a.id = s.key.id;
+  a.tenant = s.key.tenant;
+  a.cached_tokens = s.tokens;
+  a.bytes = s.bytes;
+  a.tier = s.tier == memory::Tier::kHot ? CacheTier::kHot : CacheTier::kWarm;
+  a.kv_format = KvFormatLabel(s.formats);
+  a.memory_mode = "full";
+  a.last_used_unix = s.last_use_unix_ms / 1000;
+  return a;
+}
+
+engine::SamplerConfig ToSampler(const SamplingParams& p) {
+  engine::SamplerConfig c;  // llama.cpp's defaults for what the client leaves unset
+  if (p.temperature) c.temperature = *p.temperature;
+  if (p.top_p) c.top_p = *p.top_p;
+  if (p.top_k) c.top_k = *p.top_k;
+  if (p.min_p) c.min_p = *p.min_p;
+  if (p.repeat_penalty) c.repeat_penalty = *p.repeat_penalty;
+  c.seed = p.seed ? *p.seed
+                  : static_cast<uint64_t>(
+                        std::chrono::steady_clock::now().time_since_epoch().count());
+  return c;
+}
+
+}  // namespace
+
+std::string KvFormatLabel(const kv::KvFormats& f) {
+  const std::string k = kv::KvFormatName(f.k), v = kv::KvFormatName(f.v);
+  return k == v ? k : k + "/" + v;
+}
+
+EngineBackend::EngineBackend(memory::AgentRuntime* runtime, const tokenizer::Tokenizer& tok,
+                             std::string model_name)
+    : runtime_(runtime), tok_(tok) {
+  auto t = tokenizer::DetectChatTemplate(tok.chat_template(), tok.architecture());
+  if (t.ok()) {
+    template_ = *t;
+  } else {
+    template_status_ = t.status();
+  }
+  model_.name = std::move(model_name);
+  model_.context_length = static_cast<int>(runtime->n_ctx());
+  model_.created_unix = std::chrono::duration_cast<std::chrono::seconds>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count();
+}
+
+Result<std::string> EngineBackend::RenderPrompt(const GenerationRequest& request) const {
+  if (request.prompt) return *request.prompt;
+  if (!template_) {
+    return Unsupported("this model has no usable chat template (" +
+                       template_status_.ToString() + "); use /v1/completions");
+  }
+  if (request.continue_final_message && !request.messages.empty() &&
+      request.messages.back().role == "assistant") {
+    // The reply continues the final assistant message: open the assistant's turn as usual and
+    // append the text it starts with.
+    const std::span<const ChatMessage> before(request.messages.data(),
+                                              request.messages.size() - 1);
+    KVMEM_ASSIGN_OR_RETURN(std::string text, tokenizer::RenderChat(*template_, before, true));
+    return text + request.messages.back().content;
+  }
+  return tokenizer::RenderChat(*template_, request.messages, /*add_generation_prompt=*/true);
+}
+
+Result<GenerationResult> EngineBackend::Generate(const GenerationRequest& request,
+                                                 GenerationSink* sink) {
+  KVMEM_ASSIGN_OR_RETURN(std::string text, RenderPrompt(request));
+  memory::TurnParams params;
+  params.sampler = ToSampler(request.sampling);
+  params.stop = request.stop;
+  params.max_tokens = request.max_tokens ? *request.max_tokens
+                                         : static_cast<int>(runtime_->n_ctx());
+  memory::TurnCallbacks cb;
+  cb.on_prompt = [&](const memory::PromptStats& p) {
+    sink->OnPrompt({p.prompt_tokens, p.cached_tokens, ToCacheTier(p.tier)});
+  };
+  cb.on_text = [&](std::string_view piece) { return sink->OnText(piece); };
+  const memory::store::AgentKey key{request.agent.tenant, request.agent.id};
+  KVMEM_ASSIGN_OR_RETURN(
+      memory::TurnResult r,
+      runtime_->RunTurn(request.agent.id.empty() ? nullptr : &key, text, params, cb));
+  GenerationResult g;
+  g.finish_reason = ToFinishReason(r.end);
+  g.stop_sequence = r.stop_sequence;
+  g.usage = {r.prompt.prompt_tokens, r.prompt.cached_tokens, r.completion_tokens};
+  g.tier = ToCacheTier(r.prompt.tier);
+  return g;
+}
+
+Result<std::vector<AgentInfo>> EngineBackend::ListAgents(const std::string& tenant) {
+  KVMEM_ASSIGN_OR_RETURN(std::vector<memory::AgentStatus> all, runtime_->List(tenant));
+  std::vector<AgentInfo> out;
+  for (const memory::AgentStatus& s : all) out.push_back(ToAgentInfo(s));
+  return out;
+}
+
+Result<AgentInfo> EngineBackend::GetAgent(const std::string& tenant, const std::string& id) {
+  KVMEM_ASSIGN_OR_RETURN(memory::AgentStatus s, runtime_->Get({tenant, id}));
+  return ToAgentInfo(s);
+}
+
+Status EngineBackend::DeleteAgent(const std::string& tenant, const std::string& id) {
+  return runtime_->Delete({tenant, id});
+}
+
+BackendStats EngineBackend::stats() const {
+  const memory::RuntimeStats s = runtime_->stats();
+  BackendStats b;
+  b.store_bytes = s.store_bytes;
+  b.hot_bytes = s.hot_bytes;
+  b.agents_hot = s.agents_hot;
+  b.agents_stored = s.agents_stored;
+  b.queued_requests = s.waiting_turns;
+  return b;
+}
+
+}  // namespace kvmem::serve

@@ -1,0 +1,48 @@
+// The Backend the server runs in production: requests become turns of memory::AgentRuntime
+// (per-agent KV caches, hot in RAM and persisted in the AgentStore). Chat requests are rendered
+// with the model's chat template; completions use the raw prompt. Sampling settings the client
+// leaves unset take llama.cpp's defaults (temperature 0.8, top-k 40, top-p 0.95, min-p 0.05).
+// Thread-safe (AgentRuntime is).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "memory/agents/agent_runtime.h"
+#include "serve/backend.h"
+#include "tokenizer/chat_template.h"
+
+namespace kvmem::serve {
+
+class EngineBackend : public Backend {
+ public:
+  // runtime must outlive the backend. model_name is what responses report.
+  EngineBackend(memory::AgentRuntime* runtime, const tokenizer::Tokenizer& tok,
+                std::string model_name);
+
+  Result<GenerationResult> Generate(const GenerationRequest& request,
+                                    GenerationSink* sink) override;
+  Result<std::vector<AgentInfo>> ListAgents(const std::string& tenant) override;
+  Result<AgentInfo> GetAgent(const std::string& tenant, const std::string& id) override;
+  Status DeleteAgent(const std::string& tenant, const std::string& id) override;
+  ModelInfo model() const override { return model_; }
+  BackendStats stats() const override;
+
+  // The prompt text of a request: the chat template applied to its messages (opening the
+  // assistant's turn, or continuing a final assistant message), or the raw completion prompt.
+  Result<std::string> RenderPrompt(const GenerationRequest& request) const;
+
+ private:
+  memory::AgentRuntime* runtime_;
+  const tokenizer::Tokenizer& tok_;
+  std::optional<tokenizer::ChatTemplate> template_;
+  Status template_status_;
+  ModelInfo model_;
+};
+
+// Shared with `kvmem chat` and `kvmem inspect`: the K/V format as the agents API shows it.
+std::string KvFormatLabel(const kv::KvFormats& f);
+
+}  // namespace kvmem::serve

@@ -1,0 +1,147 @@
+#include "serve/generation_route.h"
+
+#include <httplib.h>
+
+#include <memory>
+#include <optional>
+#include <utility>
+
+#include "serve/generation_stream.h"
+#include "serve/http_reply.h"
+
+namespace kvmem::serve {
+namespace {
+
+// An admitted generation request; releases its place when destroyed.
+class InFlightSlot {
+ public:
+  explicit InFlightSlot(std::atomic<int64_t>* counter) : counter_(counter) {}
+  InFlightSlot(InFlightSlot&& other) noexcept : counter_(std::exchange(other.counter_, nullptr)) {}
+  InFlightSlot& operator=(InFlightSlot&&) = delete;
+  ~InFlightSlot() {
+    if (counter_ != nullptr) counter_->fetch_sub(1);
+  }
+
+  static std::optional<InFlightSlot> TryAcquire(std::atomic<int64_t>* counter, int64_t max) {
+    if (counter->fetch_add(1) >= max) {
+      counter->fetch_sub(1);
+      return std::nullopt;
+    }
+    return InFlightSlot(counter);
+  }
+
+ private:
+  std::atomic<int64_t>* counter_;
+};
+
+// Everything a streamed reply needs until its last byte is written. Members are destroyed in
+// reverse order: the generation thread is joined before the slot is released, so in_flight()
+// counts a generation until its backend call has returned.
+struct StreamState {
+  StreamState(InFlightSlot s, ServerMetrics* m) : slot(std::move(s)), metrics(m) {}
+  ~StreamState() {
+    if (stream == nullptr) return;
+    stream->Cancel();  // no-op when it already ended
+    std::string ignored;
+    while (stream->Next(&ignored)) {
+    }
+    if (stream->result().ok()) metrics->RecordGeneration(*stream->result(), stream->timing());
+  }
+
+  InFlightSlot slot;
+  ServerMetrics* metrics;
+  std::unique_ptr<ReplyFormat> reply;
+  std::unique_ptr<GenerationStream> stream;
+};
+
+// Writes one stream's events until its end; false when the client went away (the generation
+// is then cancelled).
+bool WriteStream(StreamState& state, const std::atomic<bool>& stopping, httplib::DataSink& sink) {
+  GenerationStream& stream = *state.stream;
+  ReplyFormat& reply = *state.reply;
+  // An empty write would end the chunked body early.
+  const auto write = [&](const std::string& bytes) {
+    return bytes.empty() || sink.write(bytes.data(), bytes.size());
+  };
+  bool ok = write(reply.StreamStart(stream.prompt()));
+  std::string text;
+  for (bool more = true; ok && more;) {
+    more = stream.Next(&text);
+    ok = write(reply.StreamText(text));
+  }
+  if (!ok) {
+    stream.Cancel();
+    return false;
+  }
+  const Result<GenerationResult>& result = stream.result();
+  std::string tail;
+  if (!result.ok()) {
+    tail = reply.StreamError(ErrorFromStatus(result.status()));
+  } else if (result->finish_reason == FinishReason::kCancelled && stopping.load()) {
+    tail = reply.StreamError({ApiErrorKind::kOverloaded, "server is shutting down"});
+  } else {
+    tail = reply.StreamEnd(*result);
+  }
+  if (!write(tail)) return false;
+  sink.done();
+  return true;
+}
+
+}  // namespace
+
+void ServeGeneration(const GenerationContext& ctx, Dialect dialect, RequestParser parse,
+                     const httplib::Request& req, std::string_view body, httplib::Response& res,
+                     const std::string& tenant) {
+  const Clock::time_point received = Clock::now();
+  if (ctx.stopping->load()) {
+    return SendError(res, {ApiErrorKind::kOverloaded, "server is shutting down"}, dialect);
+  }
+  std::optional<InFlightSlot> slot = InFlightSlot::TryAcquire(ctx.in_flight, ctx.max_in_flight);
+  if (!slot) {
+    return SendError(res,
+                     {ApiErrorKind::kOverloaded, "server is at its limit of " +
+                                                     std::to_string(ctx.max_in_flight) +
+                                                     " concurrent requests; retry later"},
+                     dialect);
+  }
+  RequestContext request_ctx{
+      .tenant = tenant, .header_agent_id = {}, .model = ctx.backend->model()};
+  if (req.has_header("X-Agent-Id")) {
+    request_ctx.header_agent_id = req.get_header_value("X-Agent-Id");
+  }
+  Result<ParsedRequest> parsed = parse(body, request_ctx);
+  if (!parsed.ok()) return SendStatus(res, parsed.status(), dialect);
+
+  if (!parsed->stream) {
+    CollectingSink sink(received, ctx.cancel_all);
+    Result<GenerationResult> result = ctx.backend->Generate(parsed->generation, &sink);
+    const GenerationTiming timing = sink.Finish();
+    if (!result.ok()) return SendStatus(res, result.status(), dialect);
+    ctx.metrics->RecordGeneration(*result, timing);
+    if (result->finish_reason == FinishReason::kCancelled && ctx.stopping->load()) {
+      return SendError(res, {ApiErrorKind::kOverloaded, "server is shutting down"}, dialect);
+    }
+    SendJson(res, parsed->reply->Complete(sink.TakeText(), *result));
+    return;
+  }
+
+  auto state = std::make_shared<StreamState>(std::move(*slot), ctx.metrics);
+  state->reply = std::move(parsed->reply);
+  state->stream = std::make_unique<GenerationStream>(ctx.backend, std::move(parsed->generation),
+                                                     received, ctx.cancel_all);
+  if (!state->stream->WaitForStart()) {
+    return SendStatus(res, state->stream->result().status(), dialect);
+  }
+  res.status = 200;
+  res.set_header("Cache-Control", "no-cache");
+  res.set_header("X-Accel-Buffering", "no");  // reverse proxies: do not buffer the stream
+  // The provider owns the state: the library destroys it with the response, after the last
+  // write or when the connection failed before the first.
+  const std::atomic<bool>* stopping = ctx.stopping;
+  res.set_chunked_content_provider("text/event-stream",
+                                   [state, stopping](size_t, httplib::DataSink& sink) {
+                                     return WriteStream(*state, *stopping, sink);
+                                   });
+}
+
+}  // namespace kvmem::serve

@@ -1,0 +1,400 @@
+#include "serve/http_server.h"
+
+#include <httplib.h>
+
+#include <cerrno>
+#include <cstring>
+#include <exception>
+#include <functional>
+#include <optional>
+#include <string_view>
+
+#include "core/log.h"
+#include "serve/agents_api.h"
+#include "serve/anthropic_api.h"
+#include "serve/api_error.h"
+#include "serve/generation_route.h"
+#include "serve/http_reply.h"
+#include "serve/openai_api.h"
+
+namespace kvmem::serve {
+namespace {
+
+// Responses on /v1/messages speak Anthropic; everything else OpenAI.
+Dialect DialectOfPath(std::string_view path) {
+  return path.starts_with("/v1/messages") ? Dialect::kAnthropic : Dialect::kOpenAi;
+}
+
+// The metrics label of a request: its route pattern, so label values stay few whatever paths
+// clients send.
+std::string EndpointLabel(std::string_view path) {
+  for (std::string_view route : {"/v1/chat/completions", "/v1/completions", "/v1/messages",
+                                 "/v1/models", "/v1/agents", "/health", "/metrics"}) {
+    if (path == route) return std::string(route);
+  }
+  if (path.starts_with("/v1/agents/")) return "/v1/agents/{id}";
+  if (path.starts_with("/v1/models/")) return "/v1/models/{id}";
+  return "other";
+}
+
+// The time taken depends on the presented key's length only, never on where it first differs
+// from the expected one, so timing cannot reveal a key prefix by prefix.
+bool KeyEquals(std::string_view presented, std::string_view expected) {
+  unsigned diff = presented.size() != expected.size() ? 1 : 0;
+  for (size_t i = 0; i < presented.size(); ++i) {
+    const char e = i < expected.size() ? expected[i] : 0;
+    diff |= static_cast<unsigned char>(presented[i] ^ e);
+  }
+  return diff == 0;
+}
+
+// The message of an error the HTTP library raised before any handler ran.
+std::string LibraryErrorMessage(const httplib::Request& req, int status) {
+  switch (status) {
+    case 404:
+      return "no route for " + req.method + " " + req.path;
+    case 413:
+      return "request body too large";
+    case 414:
+      return "request URI too long";
+    case 416:
+      return "invalid Range header";
+    case 400:
+      return "malformed HTTP request";
+    default:
+      break;
+  }
+  return "HTTP error " + std::to_string(status);
+}
+
+// The key a request presents: `Authorization: Bearer KEY` or `x-api-key: KEY`.
+std::optional<std::string> PresentedKey(const httplib::Request& req) {
+  const std::string auth = req.get_header_value("Authorization");
+  if (auth.size() > 7 && strncasecmp(auth.c_str(), "Bearer ", 7) == 0) return auth.substr(7);
+  if (req.has_header("x-api-key")) return req.get_header_value("x-api-key");
+  return std::nullopt;
+}
+
+}  // namespace
+
+// The route handlers. Each runs on an HTTP worker thread. Every handler reads the request
+// body itself through the library's content reader, bounded by max_body_bytes whatever the
+// transfer encoding (chunked) or content encoding (gzip): the library's own limit covers only
+// Content-Length. Exceptions are caught here and become 500s, since nothing a client sends
+// should throw (parsers return Status).
+class HttpServer::Handlers {
+ public:
+  explicit Handlers(HttpServer* server)
+      : s_(server),
+        generation_{.backend = server->backend_,
+                    .metrics = &server->metrics_,
+                    .in_flight = &server->in_flight_,
+                    .max_in_flight = server->options_.max_concurrent_requests,
+                    .stopping = &server->stopping_,
+                    .cancel_all = &server->cancel_all_} {}
+
+  void Register(httplib::Server& http) {
+    http.Post("/v1/chat/completions", WithBody(kKey, Generation(&ParseChatCompletionRequest)));
+    http.Post("/v1/completions", WithBody(kKey, Generation(&ParseCompletionRequest)));
+    http.Post("/v1/messages", WithBody(kKey, Generation(&ParseMessagesRequest)));
+    http.Get("/v1/models", NoBody(kKey, [this](auto& req, auto& res, auto&, auto) {
+               const ModelInfo model = s_->backend_->model();
+               SendJson(res, req.has_header("anthropic-version") ? AnthropicModelList(model)
+                                                                 : OpenAiModelList(model));
+             }));
+    http.Get("/v1/models/(.+)", NoBody(kKey, [this](auto& req, auto& res, auto&, auto) {
+               const ModelInfo model = s_->backend_->model();
+               if (req.matches[1] != model.name) {
+                 return SendError(
+                     res,
+                     {ApiErrorKind::kNotFound, "no model named '" + req.matches[1].str() + "'"},
+                     Dialect::kOpenAi);
+               }
+               SendJson(res, req.has_header("anthropic-version") ? AnthropicModel(model)
+                                                                 : OpenAiModel(model));
+             }));
+    http.Get("/v1/agents", NoBody(kKey, [this](auto&, auto& res, auto& tenant, auto) {
+               auto agents = s_->backend_->ListAgents(tenant);
+               if (!agents.ok()) return SendStatus(res, agents.status(), Dialect::kOpenAi);
+               SendJson(res, AgentListJson(std::move(agents).value()));
+             }));
+    http.Get("/v1/agents/([^/]+)", NoBody(kKey, [this](auto& req, auto& res, auto& tenant, auto) {
+               const std::string id = req.matches[1];
+               Status valid = ValidateAgentId(id, "path");
+               if (!valid.ok()) return SendStatus(res, valid, Dialect::kOpenAi);
+               auto agent = s_->backend_->GetAgent(tenant, id);
+               if (!agent.ok()) return SendStatus(res, agent.status(), Dialect::kOpenAi);
+               SendJson(res, AgentJson(*agent));
+             }));
+    http.Delete("/v1/agents/([^/]+)",
+                WithBody(kKey, [this](auto& req, auto& res, auto& tenant, auto) {
+                  const std::string id = req.matches[1];
+                  Status status = ValidateAgentId(id, "path");
+                  if (status.ok()) status = s_->backend_->DeleteAgent(tenant, id);
+                  if (!status.ok()) return SendStatus(res, status, Dialect::kOpenAi);
+                  SendJson(res, AgentDeletedJson(id));
+                }));
+    http.Get("/health", NoBody(kOpen, [this](auto&, auto& res, auto&, auto) {
+               if (s_->stopping_.load()) {
+                 res.status = 503;
+                 res.set_content(R"({"status":"stopping"})", "application/json");
+                 return;
+               }
+               SendJson(res, R"({"status":"ok"})");
+             }));
+    http.Get("/metrics", NoBody(kKey, [this](auto&, auto& res, auto&, auto) {
+               res.status = 200;
+               res.set_content(s_->metrics_.Render(s_->backend_->stats(), s_->in_flight_.load()),
+                               "text/plain; version=0.0.4; charset=utf-8");
+             }));
+    RegisterMethodNotAllowed(http);
+    // Last, so they only catch what no route matched: unknown paths with a body still have it
+    // read within the limit before the 404.
+    const auto no_route = WithBody(kOpen, [](auto& req, auto& res, auto&, auto) {
+      SendError(res, {ApiErrorKind::kNotFound, LibraryErrorMessage(req, 404)},
+                DialectOfPath(req.path));
+    });
+    http.Post(".*", no_route);
+    http.Put(".*", no_route);
+    http.Patch(".*", no_route);
+    http.Delete(".*", no_route);
+  }
+
+ private:
+  enum Access { kOpen, kKey };
+  // A route's work once its body is read and its key checked (tenant: the key's, or
+  // kDefaultTenant without keys).
+  using Route = std::function<void(const httplib::Request&, httplib::Response&,
+                                   const std::string& tenant, std::string_view body)>;
+
+  httplib::Server::Handler NoBody(Access access, Route route) {
+    return [this, access, route = std::move(route)](const httplib::Request& req,
+                                                    httplib::Response& res) {
+      Guard(req, res, [&] { Dispatch(access, route, req, res, {}); });
+    };
+  }
+
+  httplib::Server::HandlerWithContentReader WithBody(Access access, Route route) {
+    return [this, access, route = std::move(route)](const httplib::Request& req,
+                                                    httplib::Response& res,
+                                                    const httplib::ContentReader& reader) {
+      Guard(req, res, [&] {
+        std::string body;
+        if (ReadBody(req, res, reader, &body)) Dispatch(access, route, req, res, body);
+      });
+    };
+  }
+
+  // Runs `fn`, turning exceptions into 500s, then counts the response before it is written
+  // (so a client that has its reply sees it counted in /metrics).
+  void Guard(const httplib::Request& req, httplib::Response& res, const std::function<void()>& fn) {
+    try {
+      fn();
+    } catch (const std::exception& e) {
+      KVMEM_LOG_ERROR("%s %s: exception: %s", req.method.c_str(), req.path.c_str(), e.what());
+      SendError(res, {ApiErrorKind::kInternal, "internal server error"}, DialectOfPath(req.path));
+    } catch (...) {
+      KVMEM_LOG_ERROR("%s %s: unknown exception", req.method.c_str(), req.path.c_str());
+      SendError(res, {ApiErrorKind::kInternal, "internal server error"}, DialectOfPath(req.path));
+    }
+    s_->metrics_.CountRequest(EndpointLabel(req.path), res.status);
+  }
+
+  // The whole body into *body; false (with the error response written) when it is larger than
+  // max_body_bytes or cannot be read. Past the limit the rest is read and dropped, up to
+  // kDrainBytes more, so the client (still sending) gets its 413 on a connection in step;
+  // beyond that the connection is closed.
+  bool ReadBody(const httplib::Request& req, httplib::Response& res,
+                const httplib::ContentReader& reader, std::string* body) {
+    static constexpr size_t kDrainBytes = size_t{16} << 20;
+    const size_t max = s_->options_.max_body_bytes;
+    size_t seen = 0;
+    bool too_large = false;
+    const bool read = reader([&](const char* data, size_t n) {
+      seen += n;
+      if (seen > max) {
+        too_large = true;
+        body->clear();
+        return seen - max <= kDrainBytes;
+      }
+      body->append(data, n);
+      return true;
+    });
+    if (!read) res.set_header("Connection", "close");
+    if (too_large || res.status == 413) {  // 413: the library refused the Content-Length
+      SendError(res,
+                {ApiErrorKind::kRequestTooLarge,
+                 "request body is larger than " + std::to_string(max) + " bytes"},
+                DialectOfPath(req.path));
+      return false;
+    }
+    if (!read) {
+      SendError(res, {ApiErrorKind::kInvalidRequest, "could not read the request body"},
+                DialectOfPath(req.path));
+      return false;
+    }
+    return true;
+  }
+
+  void Dispatch(Access access, const Route& route, const httplib::Request& req,
+                httplib::Response& res, std::string_view body) {
+    const std::vector<ApiKey>& keys = s_->options_.api_keys;
+    if (access == kOpen || keys.empty()) return route(req, res, kDefaultTenant, body);
+    const std::optional<std::string> key = PresentedKey(req);
+    if (!key) {
+      return SendError(res,
+                       {ApiErrorKind::kAuthentication,
+                        "missing API key: send 'Authorization: Bearer KEY' or 'x-api-key: KEY'"},
+                       DialectOfPath(req.path));
+    }
+    for (const ApiKey& k : keys) {
+      if (KeyEquals(*key, k.key)) return route(req, res, k.tenant, body);
+    }
+    SendError(res, {ApiErrorKind::kAuthentication, "invalid API key"}, DialectOfPath(req.path));
+  }
+
+  Route Generation(RequestParser parse) {
+    return [this, parse](const httplib::Request& req, httplib::Response& res,
+                         const std::string& tenant, std::string_view body) {
+      ServeGeneration(generation_, DialectOfPath(req.path), parse, req, body, res, tenant);
+    };
+  }
+
+  // 405 for known paths with the wrong method, instead of the library's 404.
+  void RegisterMethodNotAllowed(httplib::Server& http) {
+    struct Path {
+      const char* pattern;
+      bool get, post, del;
+    };
+    const Path paths[] = {
+        {"/v1/chat/completions", false, true, false},
+        {"/v1/completions", false, true, false},
+        {"/v1/messages", false, true, false},
+        {"/v1/models", true, false, false},
+        {"/v1/models/(.+)", true, false, false},
+        {"/v1/agents", true, false, false},
+        {"/v1/agents/([^/]+)", true, false, true},
+        {"/health", true, false, false},
+        {"/metrics", true, false, false},
+    };
+    for (const Path& p : paths) {
+      std::string allow = p.get ? "GET" : "";
+      if (p.post) allow += allow.empty() ? "POST" : ", POST";
+      if (p.del) allow += allow.empty() ? "DELETE" : ", DELETE";
+      const Route refuse = [allow](const httplib::Request& req, httplib::Response& res,
+                                   const std::string&, std::string_view) {
+        res.set_header("Allow", allow);
+        SendError(res,
+                  {ApiErrorKind::kMethodNotAllowed, "method " + req.method + " is not allowed on " +
+                                                        req.path + " (allowed: " + allow + ")"},
+                  DialectOfPath(req.path));
+      };
+      if (!p.get) http.Get(p.pattern, NoBody(kOpen, refuse));
+      if (!p.post) http.Post(p.pattern, WithBody(kOpen, refuse));
+      if (!p.del) http.Delete(p.pattern, WithBody(kOpen, refuse));
+      http.Put(p.pattern, WithBody(kOpen, refuse));
+      http.Patch(p.pattern, WithBody(kOpen, refuse));
+    }
+  }
+
+  HttpServer* s_;
+  GenerationContext generation_;
+};
+
+HttpServer::HttpServer(Backend* backend, HttpServerOptions options)
+    : backend_(backend), options_(std::move(options)) {}
+
+HttpServer::~HttpServer() { Stop(); }
+
+Status HttpServer::Start() {
+  if (started_) return InvalidArgument("server already started");
+  if (options_.max_concurrent_requests < 1) {
+    return InvalidArgument("max_concurrent_requests must be at least 1");
+  }
+  if (options_.threads < 0 || options_.max_body_bytes == 0) {
+    return InvalidArgument("threads must be >= 0 and max_body_bytes > 0");
+  }
+  for (const ApiKey& k : options_.api_keys) {
+    if (k.key.empty() || k.tenant.empty()) {
+      return InvalidArgument("API keys and their tenants must not be empty");
+    }
+  }
+  const size_t threads = options_.threads > 0
+                             ? static_cast<size_t>(options_.threads)
+                             : static_cast<size_t>(options_.max_concurrent_requests) + 16;
+
+  http_ = std::make_unique<httplib::Server>();
+  http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  http_->set_payload_max_length(options_.max_body_bytes);
+  http_->set_keep_alive_timeout(options_.keep_alive_timeout_s);
+  http_->set_read_timeout(options_.read_timeout_s, 0);
+  http_->set_write_timeout(options_.write_timeout_s, 0);
+  http_->set_tcp_nodelay(true);  // SSE events are small writes that must leave at once
+  // The library's default also sets SO_REUSEPORT, which lets a second server bind the same
+  // port and silently take half the connections; a busy port must be an error instead.
+  http_->set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
+  // Errors the library raises itself (no GET route, malformed request, URI too long) get a
+  // body in the route's dialect and are counted here; responses our handlers wrote already
+  // have a body and were counted by Handlers::Guard.
+  http_->set_error_handler(httplib::Server::HandlerWithResponse(
+      [this](const httplib::Request& req, httplib::Response& res) {
+        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+        metrics_.CountRequest(EndpointLabel(req.path), res.status);
+        const Dialect dialect = DialectOfPath(req.path);
+        const ApiErrorKind kind = ApiErrorKindFromHttpStatus(res.status);
+        res.set_content(ErrorBody({kind, LibraryErrorMessage(req, res.status)}, dialect),
+                        "application/json");
+        return httplib::Server::HandlerResponse::Handled;
+      }));
+  handlers_ = std::make_unique<Handlers>(this);
+  handlers_->Register(*http_);
+
+  if (options_.port == 0) {
+    port_ = http_->bind_to_any_port(options_.host);
+  } else {
+    port_ = http_->bind_to_port(options_.host, options_.port) ? options_.port : -1;
+  }
+  if (port_ <= 0) {
+    const int err = errno;
+    return IoError("cannot listen on " + options_.host + ":" + std::to_string(options_.port) +
+                   ": " + std::strerror(err));
+  }
+  listener_ = std::thread([this] { http_->listen_after_bind(); });
+  // stop() is a no-op until the accept loop runs; wait for it so a quick Stop() cannot hang.
+  while (!http_->is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  started_ = true;
+  KVMEM_LOG_INFO("serving on http://%s:%d", options_.host.c_str(), port_);
+  return Status::Ok();
+}
+
+namespace {
+
+// Polls until nothing is in flight or `timeout` has passed.
+void WaitIdle(const std::atomic<int64_t>& in_flight, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (in_flight.load() > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+}  // namespace
+
+// The listener stays open while generations drain: new ones get a clean 503/529 (and /health
+// says "stopping", so a load balancer moves on) instead of a refused connection. It closes
+// only once the admitted streams have written their last event, because the library skips the
+// content provider of a response that has not started writing when the server stops.
+void HttpServer::Stop() {
+  if (!started_) return;
+  started_ = false;
+  stopping_ = true;
+  WaitIdle(in_flight_, options_.shutdown_grace);
+  cancel_all_ = true;  // the rest stop at their next token, streams end with an error event
+  WaitIdle(in_flight_, std::chrono::seconds(5));
+  http_->stop();     // open connections end after their current request
+  listener_.join();  // joins the workers (idle keep-alive ones within keep_alive_timeout_s)
+}
+
+}  // namespace kvmem::serve

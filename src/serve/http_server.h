@@ -1,0 +1,109 @@
+// kvmem's HTTP server: the OpenAI and Anthropic APIs, the agents API, health and metrics,
+// over a Backend.
+//
+//   POST   /v1/chat/completions   OpenAI chat (openai_api.h)
+//   POST   /v1/completions        OpenAI text completion
+//   POST   /v1/messages           Anthropic messages (anthropic_api.h)
+//   GET    /v1/models[/{id}]      the loaded model (Anthropic's shape when the request has an
+//                                 anthropic-version header)
+//   GET    /v1/agents             the tenant's agents (agents_api.h)
+//   GET    /v1/agents/{id}
+//   DELETE /v1/agents/{id}
+//   GET    /health                {"status":"ok"}; 503 while stopping; never needs a key
+//   GET    /metrics               Prometheus text (metrics.h)
+//
+// Auth: with api_keys set, every route but /health needs `Authorization: Bearer KEY` or
+// `x-api-key: KEY`; the key decides the tenant. Errors come in the dialect of the route
+// (/v1/messages: Anthropic's, everything else: OpenAI's) with the statuses of api_error.h.
+//
+// Concurrency: HTTP connections are served by a pool of `threads` threads (each keep-alive
+// connection holds one while open, up to keep_alive_timeout_s idle). At most
+// max_concurrent_requests generation requests are admitted at once; one more is refused at
+// once with 503 (OpenAI) / 529 (Anthropic) and Retry-After: 1, rather than queued without
+// bound. Per-agent ordering is the backend's job. A client that disconnects from a stream
+// is noticed at the next write and its generation cancelled; a whole (stream: false) reply
+// runs to its end, since the HTTP library does not expose the socket to watch it.
+//
+// Thread-safety: Start and Stop from one thread; port() and in_flight() from any.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/status.h"
+#include "serve/backend.h"
+#include "serve/metrics.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace kvmem::serve {
+
+struct ApiKey {
+  std::string key;
+  std::string tenant;  // the namespace of the agents this key may see
+};
+
+struct HttpServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;  // 0: any free port (see HttpServer::port())
+  // Empty: no authentication, every request is tenant "default".
+  std::vector<ApiKey> api_keys;
+  // Larger bodies get 413, counted after decoding (chunked transfer, gzip/brotli content).
+  size_t max_body_bytes = size_t{32} << 20;
+  int max_concurrent_requests = 64;  // generation requests admitted at once
+  int threads = 0;  // HTTP worker threads; 0: max_concurrent_requests + 16 (spare for the
+                    // health, metrics and agent routes and for refusing the overflow)
+  int keep_alive_timeout_s = 5;
+  int read_timeout_s = 30;   // per socket read of a request
+  int write_timeout_s = 30;  // per socket write: a client that stops reading is dropped
+  // Stop() lets admitted generations finish for this long, then cancels them.
+  std::chrono::milliseconds shutdown_grace{10000};
+};
+
+inline constexpr const char* kDefaultTenant = "default";
+
+class HttpServer {
+ public:
+  // `backend` must outlive the server.
+  HttpServer(Backend* backend, HttpServerOptions options);
+  ~HttpServer();  // Stop()
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Binds and starts serving on a background thread. IoError when the address cannot be bound,
+  // InvalidArgument for unusable options.
+  Status Start();
+  // Graceful: refuses new generations (503/529) and reports /health 503, waits up to
+  // shutdown_grace for admitted ones, cancels the rest (their backends see OnText return
+  // false; streams end with an error event), then closes the listener and joins every
+  // thread. Idempotent.
+  void Stop();
+
+  int port() const { return port_; }  // the bound port, once Start succeeded
+  int64_t in_flight() const { return in_flight_.load(); }
+  const ServerMetrics& metrics() const { return metrics_; }
+
+ private:
+  class Handlers;
+
+  Backend* backend_;
+  HttpServerOptions options_;
+  ServerMetrics metrics_;
+  std::unique_ptr<httplib::Server> http_;
+  std::unique_ptr<Handlers> handlers_;
+  std::thread listener_;
+  int port_ = 0;
+  bool started_ = false;
+  std::atomic<int64_t> in_flight_{0};
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> cancel_all_{false};
+};
+
+}  // namespace kvmem::serve

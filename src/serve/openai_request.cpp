@@ -1,0 +1,149 @@
+// Parsing and validation of OpenAI request bodies (the accepted fields are listed in
+// openai_api.h).
+#include <string>
+
+#include "serve/openai_api.h"
+
+namespace kvmem::serve {
+namespace {
+
+constexpr size_t kMaxStopStrings = 4;  // OpenAI's limit
+
+// The fields /v1/chat/completions and /v1/completions share. Fills `out` (all but the prompt
+// or messages) and returns stream_options.include_usage.
+Result<bool> ParseCommon(const Json& body, const RequestContext& ctx, ParsedRequest* out) {
+  KVMEM_ASSIGN_OR_RETURN(std::optional<std::string> model, OptionalString(body, "model", "model"));
+  (void)model;  // one model is loaded; any name is accepted
+
+  for (const char* key : {"n", "best_of"}) {
+    KVMEM_ASSIGN_OR_RETURN(std::optional<int64_t> n, OptionalInt(body, key, key));
+    if (n && *n != 1) return FieldError(key, "only 1 is supported, got " + std::to_string(*n));
+  }
+  for (const char* key :
+       {"tools", "functions", "logprobs", "top_logprobs", "logit_bias", "suffix"}) {
+    KVMEM_RETURN_IF_ERROR(RejectIfRequested(body, key));
+  }
+  if (const Json* format = FindField(body, "response_format")) {
+    if (!format->is_object()) return TypeError("response_format", "an object", *format);
+    KVMEM_ASSIGN_OR_RETURN(std::optional<std::string> type,
+                           OptionalString(*format, "type", "response_format.type"));
+    if (type && *type != "text") {
+      return Status(ErrorCode::kUnsupported,
+                    "'response_format.type': '" + *type + "' is not supported by kvmem");
+    }
+  }
+
+  const int n_ctx = ctx.model.context_length;
+  KVMEM_ASSIGN_OR_RETURN(std::optional<int> max_tokens, ReadMaxTokens(body, "max_tokens", n_ctx));
+  KVMEM_ASSIGN_OR_RETURN(std::optional<int> max_completion,
+                         ReadMaxTokens(body, "max_completion_tokens", n_ctx));
+  if (max_tokens && max_completion && *max_tokens != *max_completion) {
+    return FieldError("max_completion_tokens", "disagrees with max_tokens");
+  }
+  out->generation.max_tokens = max_completion ? max_completion : max_tokens;
+
+  KVMEM_ASSIGN_OR_RETURN(out->generation.sampling,
+                         ReadSamplingParams(body, SamplingLimits{.max_temperature = 2.0}));
+  for (const char* key : {"presence_penalty", "frequency_penalty"}) {
+    KVMEM_ASSIGN_OR_RETURN(std::optional<double> v, OptionalNumber(body, key, key));
+    if (v && (*v < -2 || *v > 2)) return FieldError(key, "must be in [-2, 2]");
+  }
+  KVMEM_ASSIGN_OR_RETURN(out->generation.stop, ReadStopStrings(body, "stop", kMaxStopStrings,
+                                                               /*allow_single_string=*/true));
+
+  KVMEM_ASSIGN_OR_RETURN(std::optional<bool> stream, OptionalBool(body, "stream", "stream"));
+  out->stream = stream.value_or(false);
+  bool include_usage = false;
+  if (const Json* options = FindField(body, "stream_options")) {
+    if (!out->stream) return FieldError("stream_options", "only allowed when stream is true");
+    if (!options->is_object()) return TypeError("stream_options", "an object", *options);
+    KVMEM_ASSIGN_OR_RETURN(std::optional<bool> usage,
+                           OptionalBool(*options, "include_usage", "stream_options.include_usage"));
+    include_usage = usage.value_or(false);
+  }
+
+  KVMEM_ASSIGN_OR_RETURN(std::optional<std::string> user, OptionalString(body, "user", "user"));
+  out->generation.agent.tenant = ctx.tenant;
+  KVMEM_ASSIGN_OR_RETURN(out->generation.agent.id, ResolveAgentId(ctx, user, "user"));
+  return include_usage;
+}
+
+Result<ChatMessage> ParseChatMessage(const Json& m, const std::string& field) {
+  if (!m.is_object()) return TypeError(field, "an object", m);
+  KVMEM_ASSIGN_OR_RETURN(std::string role, RequiredString(m, "role", field + ".role"));
+  if (role == "tool" || role == "function") {
+    return Status(ErrorCode::kUnsupported,
+                  "'" + field + ".role': '" + role + "' messages are not supported by kvmem");
+  }
+  if (role == "developer") role = "system";
+  if (role != "system" && role != "user" && role != "assistant") {
+    return FieldError(field + ".role",
+                      "must be one of system, developer, user, assistant; got '" + role + "'");
+  }
+  KVMEM_RETURN_IF_ERROR(RejectIfRequested(m, "tool_calls"));
+  KVMEM_RETURN_IF_ERROR(RejectIfRequested(m, "function_call"));
+  const Json* content = FindField(m, "content");
+  if (content == nullptr) return FieldError(field + ".content", "required");
+  KVMEM_ASSIGN_OR_RETURN(std::string text, ReadTextContent(*content, field + ".content"));
+  return ChatMessage{std::move(role), std::move(text)};
+}
+
+}  // namespace
+
+Result<ParsedRequest> ParseChatCompletionRequest(std::string_view body_text,
+                                                 const RequestContext& ctx) {
+  KVMEM_ASSIGN_OR_RETURN(Json body, ParseJsonObject(body_text));
+  ParsedRequest out;
+  KVMEM_ASSIGN_OR_RETURN(bool include_usage, ParseCommon(body, ctx, &out));
+
+  const Json* messages = FindField(body, "messages");
+  if (messages == nullptr) return FieldError("messages", "required");
+  if (!messages->is_array()) return TypeError("messages", "an array", *messages);
+  if (messages->empty()) return FieldError("messages", "must not be empty");
+  for (size_t i = 0; i < messages->size(); ++i) {
+    KVMEM_ASSIGN_OR_RETURN(ChatMessage m,
+                           ParseChatMessage((*messages)[i], "messages[" + std::to_string(i) + "]"));
+    out.generation.messages.push_back(std::move(m));
+  }
+
+  ResponseMeta meta = NewResponseMeta("chatcmpl-", ctx.model.name);
+  out.generation.request_id = meta.id;
+  out.reply = MakeChatCompletionReply(std::move(meta), include_usage);
+  return out;
+}
+
+Result<ParsedRequest> ParseCompletionRequest(std::string_view body_text,
+                                             const RequestContext& ctx) {
+  KVMEM_ASSIGN_OR_RETURN(Json body, ParseJsonObject(body_text));
+  ParsedRequest out;
+  KVMEM_ASSIGN_OR_RETURN(bool include_usage, ParseCommon(body, ctx, &out));
+
+  const Json* prompt = FindField(body, "prompt");
+  if (prompt == nullptr) return FieldError("prompt", "required");
+  if (prompt->is_array()) {
+    if (prompt->size() != 1) {
+      return FieldError("prompt",
+                        "exactly one prompt is supported, got " + std::to_string(prompt->size()));
+    }
+    const Json& first = (*prompt)[0];
+    if (!first.is_string()) {
+      return Status(ErrorCode::kUnsupported, std::string("'prompt[0]': expected a string, got ") +
+                                                 JsonTypeName(first) +
+                                                 " (token-id prompts are not supported by kvmem)");
+    }
+    out.generation.prompt = first.get<std::string>();
+  } else if (prompt->is_string()) {
+    out.generation.prompt = prompt->get<std::string>();
+  } else {
+    return TypeError("prompt", "a string", *prompt);
+  }
+  KVMEM_ASSIGN_OR_RETURN(std::optional<bool> echo, OptionalBool(body, "echo", "echo"));
+
+  ResponseMeta meta = NewResponseMeta("cmpl-", ctx.model.name);
+  out.generation.request_id = meta.id;
+  out.reply = MakeCompletionReply(std::move(meta), include_usage,
+                                  echo.value_or(false) ? *out.generation.prompt : std::string());
+  return out;
+}
+
+}  // namespace kvmem::serve

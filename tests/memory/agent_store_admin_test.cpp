@@ -1,0 +1,166 @@
+// AgentStore bookkeeping: List / Contains / Delete, recovery after a crash when the store
+// opens, the one-process lock, concurrent agents, and the default root.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "agent_store_test_util.h"
+#include "memory/store/agent_store.h"
+#include "memory/store/hash.h"
+#include "test_util.h"
+
+namespace kvmem::memory::store {
+namespace {
+
+using testing::AppendRandomRows;
+using testing::Geometry;
+using testing::kFingerprint;
+using testing::kVocab;
+using testing::OpenStore;
+using testing::TempDir;
+using testing::Tokens;
+
+TEST(AgentStoreTest, ListContainsDelete) {
+  TempDir dir;
+  AgentStore store = OpenStore(dir);
+  std::mt19937 rng(5);
+  kv::KvPool pool(Geometry(), 8, {kv::KvFormat::kQ8_0, kv::KvFormat::kF16});
+  kv::KvSequence seq(&pool);
+  AppendRandomRows(&seq, 50, 0, &rng);
+  for (const AgentKey& k :
+       {AgentKey{"zeta", "b"}, AgentKey{"alpha", "z"}, AgentKey{"alpha", "a"}}) {
+    ASSERT_TRUE(store.Save(k, seq, Tokens(50), "hi").ok());
+  }
+  Result<std::vector<AgentInfo>> list = store.List();
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 3u);
+  EXPECT_EQ((*list)[0].key, (AgentKey{"alpha", "a"}));
+  EXPECT_EQ((*list)[1].key, (AgentKey{"alpha", "z"}));
+  EXPECT_EQ((*list)[2].key, (AgentKey{"zeta", "b"}));
+  uint64_t on_disk = 0;
+  for (const auto& e : std::filesystem::directory_iterator(store.AgentDir({"zeta", "b"}))) {
+    on_disk += e.file_size();
+  }
+  EXPECT_EQ((*list)[2].bytes_on_disk, on_disk);
+  EXPECT_EQ((*list)[2].n_tokens, 50);
+  EXPECT_EQ((*list)[2].formats, pool.formats());
+  EXPECT_GT((*list)[2].last_use_unix_ms, 0);
+  EXPECT_TRUE((*list)[2].status.ok());
+
+  EXPECT_TRUE(store.Contains({"alpha", "z"}));
+  EXPECT_FALSE(store.Contains({"alpha", "y"}));
+  EXPECT_FALSE(store.Contains({"..", "z"}));
+  ASSERT_TRUE(store.Delete({"alpha", "z"}).ok());
+  EXPECT_FALSE(store.Contains({"alpha", "z"}));
+  EXPECT_FALSE(std::filesystem::exists(store.AgentDir({"alpha", "z"})));
+  Status st = store.Delete({"alpha", "z"});
+  EXPECT_EQ(st.code(), ErrorCode::kNotFound);
+  EXPECT_NE(st.message().find("'alpha/z' has no stored cache"), std::string::npos) << st.message();
+  kv::KvSequence dst(&pool);
+  AgentRecord rec;
+  st = store.Load({"alpha", "z"}, &dst, &rec);
+  EXPECT_EQ(st.code(), ErrorCode::kNotFound);
+  EXPECT_NE(st.message().find("no stored cache"), std::string::npos) << st.message();
+  EXPECT_EQ(store.List()->size(), 2u);
+  EXPECT_TRUE(store.Contains({"alpha", "a"}));  // others untouched
+}
+
+TEST(AgentStoreTest, OpenCleansUpAfterACrash) {
+  TempDir dir;
+  const AgentKey key{"t", "survivor"};
+  std::string agent_dir, model_dir;
+  {
+    AgentStore store = OpenStore(dir);
+    std::mt19937 rng(6);
+    kv::KvPool pool(Geometry(), 4);
+    kv::KvSequence seq(&pool);
+    AppendRandomRows(&seq, 60, 0, &rng);
+    ASSERT_TRUE(store.Save(key, seq, Tokens(60), "x").ok());
+    agent_dir = store.AgentDir(key);
+    model_dir = store.model_dir();
+  }
+  const std::vector<uint8_t> junk = {1, 2, 3};
+  testing::WriteAll(agent_dir + "/.kvmem-tmp.manifest.json.123abc", junk);
+  testing::WriteAll(model_dir + "/.kvmem-tmp.x.1", junk);
+  const std::string orphan = "kv-" + Xxh128Hex(std::string_view("orphan")) + ".safetensors";
+  testing::WriteAll(agent_dir + "/" + orphan, junk);  // written before a crash, never acknowledged
+  const std::string no_manifest = model_dir + "/" + Xxh128Hex(std::string_view("half"));
+  std::filesystem::create_directory(no_manifest);  // a first save that crashed
+  testing::WriteAll(no_manifest + "/" + orphan, junk);
+  const std::vector<std::string> before = testing::ListNames(agent_dir);
+
+  AgentStore store = OpenStore(dir);
+  EXPECT_EQ(testing::ListNames(agent_dir).size(), before.size() - 2);
+  EXPECT_FALSE(std::filesystem::exists(agent_dir + "/" + orphan));
+  EXPECT_FALSE(std::filesystem::exists(model_dir + "/.kvmem-tmp.x.1"));
+  EXPECT_FALSE(std::filesystem::exists(no_manifest));
+  kv::KvPool pool(Geometry(), 4);
+  kv::KvSequence seq(&pool);
+  AgentRecord rec;
+  EXPECT_TRUE(store.Load(key, &seq, &rec).ok());
+}
+
+TEST(AgentStoreTest, OneProcessPerModelDirectory) {
+  TempDir dir;
+  AgentStore first = OpenStore(dir);
+  Result<AgentStore> second = AgentStore::Open({dir.path(), kFingerprint, kVocab});
+  EXPECT_EQ(second.status().code(), ErrorCode::kUnavailable);
+  EXPECT_NE(second.status().message().find("in use by another process"), std::string::npos);
+  // Another model has its own directory and lock.
+  EXPECT_TRUE(AgentStore::Open({dir.path(), Xxh128Hex(std::string_view("model B")), kVocab}).ok());
+  EXPECT_EQ(AgentStore::Open({dir.path(), "not-hex", kVocab}).status().code(),
+            ErrorCode::kInvalidArgument);
+  EXPECT_EQ(AgentStore::Open({dir.path(), kFingerprint, 0}).status().code(),
+            ErrorCode::kInvalidArgument);
+}
+
+TEST(AgentStoreTest, ConcurrentAgents) {
+  TempDir dir;
+  AgentStore store = OpenStore(dir);
+  std::vector<std::thread> threads;
+  std::vector<Status> results(4);
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937 rng(t);
+      kv::KvPool pool(Geometry(), 8);  // KvPool is single-threaded: one per thread
+      kv::KvSequence seq(&pool);
+      const AgentKey key{"t", "agent" + std::to_string(t % 2)};  // two threads per agent
+      for (int turn = 0; turn < 3 && results[t].ok(); ++turn) {
+        AppendRandomRows(&seq, 30, seq.n_rows(), &rng);
+        Result<SaveStats> s = store.Save(key, seq, Tokens(seq.n_rows(), t), "x");
+        results[t] = s.status();
+        kv::KvSequence back(&pool);
+        AgentRecord rec;
+        if (results[t].ok()) results[t] = store.Load(key, &back, &rec);
+      }
+    });
+  }
+  for (std::thread& th : threads) th.join();
+  for (const Status& s : results) EXPECT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(store.List()->size(), 2u);
+}
+
+TEST(AgentStoreTest, DefaultRootFollowsXdg) {
+  const char* old_xdg = std::getenv("XDG_DATA_HOME");
+  const std::string saved = old_xdg ? old_xdg : "";
+  ::setenv("XDG_DATA_HOME", "/data/x", 1);
+  EXPECT_EQ(*DefaultStoreRoot(), "/data/x/kvmem");
+  ::setenv("XDG_DATA_HOME", "relative/ignored", 1);
+  const char* home = std::getenv("HOME");
+  if (home != nullptr && home[0] == '/') {
+    EXPECT_EQ(*DefaultStoreRoot(), std::string(home) + "/.local/share/kvmem");
+  }
+  if (old_xdg) {
+    ::setenv("XDG_DATA_HOME", saved.c_str(), 1);
+  } else {
+    ::unsetenv("XDG_DATA_HOME");
+  }
+}
+
+}  // namespace
+}  // namespace kvmem::memory::store
