@@ -25,9 +25,10 @@ struct AgentEnvOptions {
   int threads = 0;                // 0: DefaultThreads()
   int64_t n_ctx = 0;              // per agent; 0: the model's training context
   int64_t hot_budget_mib = 2048;
+  int64_t prefault_mib = 256;  // KV memory written at start-up (kvmem serve)
 };
 
-// Adds -m, --store, --no-store, --kv-format, -t, -c, --hot-mib to a subcommand.
+// Adds -m, --store, --no-store, --kv-format, -t, -c, --hot-mib, --prefault-mib to a subcommand.
 void AddAgentEnvOptions(CLI::App* cmd, AgentEnvOptions* o);
 
 struct AgentEnv {

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds kvmem and runs every test: unit tests of each layer, the oracle comparisons against
 # independent implementations (numpy reference forward pass, Hugging Face tokenizers vectors,
-# llama.cpp greedy goldens), then the unit tests again under ASan+UBSan.
+# llama.cpp greedy goldens), the server end to end (official openai/anthropic clients, restarts,
+# crashes), then the unit tests again under ASan+UBSan.
 #   scripts/test.sh            everything (CI runs this)
 #   scripts/test.sh --quick    release build only, no sanitizer pass
 set -euo pipefail
@@ -19,7 +20,8 @@ if [ "${1:-}" != "--quick" ]; then
   cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVMEM_SANITIZE=ON \
         -DKVMEM_PYTHON="$PY" >/dev/null
   cmake --build build-asan -j"$jobs"
-  # Unit tests only: the oracle runs are slow under sanitizers and cover the same code paths.
-  (cd build-asan && ctest --output-on-failure -j"$jobs" -E '^oracle_')
+  # Unit tests only: the oracle and server runs are slow under sanitizers (whole models) and
+  # cover code paths the unit tests run too.
+  (cd build-asan && ctest --output-on-failure -j"$jobs" -E '^(oracle|server)_')
 fi
 echo "all tests passed"

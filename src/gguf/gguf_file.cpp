@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "core/checked_math.h"
+#include "core/utf8.h"  // Quoted: names come from the file, messages stay printable
 
 namespace kvmem::gguf {
 namespace {
@@ -19,26 +20,6 @@ constexpr uint64_t kStringLenBytes = 8;
 constexpr uint64_t kMinKvBytes = kStringLenBytes + 1 + 4 + 1;  // 1-char key, type, uint8 value
 constexpr uint64_t kMinTensorInfoBytes = kStringLenBytes + 4 + 8 + 4 + 8;  // one dim
 constexpr uint64_t kMinNestedArrayBytes = 4 + 8;                           // type + count
-
-// Names come from the file: keep messages printable and bounded.
-std::string Quoted(std::string_view s) {
-  constexpr size_t kMaxShown = 80;
-  std::string out = "'";
-  for (size_t i = 0; i < s.size() && i < kMaxShown; ++i) {
-    auto c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x20 && c < 0x7f && c != '\\') {
-      out += static_cast<char>(c);
-    } else {
-      static constexpr char kHex[] = "0123456789abcdef";
-      out += "\\x";
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    }
-  }
-  if (s.size() > kMaxShown) out += "...";
-  out += "'";
-  return out;
-}
 
 std::string Str(uint64_t v) { return std::to_string(v); }
 

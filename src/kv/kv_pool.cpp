@@ -37,8 +37,8 @@ class DeltaRotator {
 
 }  // namespace
 
-KvPool::KvPool(KvGeometry geometry, int max_blocks, KvFormats formats)
-    : geo_(geometry), max_blocks_(max_blocks), formats_(formats) {
+KvPool::KvPool(KvGeometry geometry, int max_blocks, KvFormats formats, LayerChunks* chunks)
+    : geo_(geometry), max_blocks_(max_blocks), formats_(formats), chunks_(chunks) {
   assert(CheckKvFormats(formats, geo_.head_dim_k, geo_.head_dim_v).ok());
   layout_ = {KTypeOf(formats.k), VTypeOf(formats.v), geo_.head_dim_k};
   const size_t rows = geo_.block_rows;
@@ -54,6 +54,17 @@ KvPool::KvPool(KvGeometry geometry, int max_blocks, KvFormats formats)
                  KvBytesPerTokenLayer(formats, geo_.n_kv_heads, geo_.head_dim_k, geo_.head_dim_v);
   staging_elems_ =
       kivi() ? static_cast<size_t>(geo_.n_layers) * geo_.n_kv_heads * kGroup * geo_.head_dim_k : 0;
+  assert(chunks_ == nullptr || chunks_->chunk_bytes() == layer_bytes_);
+}
+
+KvPool::~KvPool() {
+  if (chunks_ == nullptr) return;
+  for (Block& b : blocks_) {
+    for (LayerData& d : b.layers) {
+      if (d) chunks_->Give(std::move(d));
+    }
+  }
+  for (LayerData& d : spare_layers_) chunks_->Give(std::move(d));
 }
 
 uint8_t* KvPool::KData(Block& b, int layer, int head) const {
@@ -108,6 +119,7 @@ size_t KvPool::staging_bytes() const {
 
 KvPool::LayerData KvPool::TakeLayerStorage() {
   if (spare_layers_.empty()) {
+    if (chunks_ != nullptr) return chunks_->Take();
     // Not value-initialized: rows are written before they are read (views only cover rows
     // that hold data), and touching fresh pages here would cost more than the writes.
     return LayerData(new uint8_t[layer_bytes_]);

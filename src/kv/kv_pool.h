@@ -42,6 +42,7 @@
 #include "kernels/attention.h"
 #include "kernels/ops.h"
 #include "kv/kv_format.h"
+#include "kv/layer_chunks.h"
 
 namespace kvmem::kernels {
 struct TypeTraits;
@@ -75,8 +76,14 @@ inline constexpr int64_t kNoPosition = INT64_MIN;
 class KvPool {
  public:
   // max_blocks bounds memory: Allocate fails with ResourceExhausted beyond it. Requires
-  // CheckKvFormats(formats, head_dim_k, head_dim_v).ok().
-  KvPool(KvGeometry geometry, int max_blocks, KvFormats formats = {});
+  // CheckKvFormats(formats, head_dim_k, head_dim_v).ok(). chunks, when given, supplies layer
+  // storage (chunk_bytes() == layer_bytes()) and gets it all back when the pool is destroyed;
+  // it must outlive the pool.
+  KvPool(KvGeometry geometry, int max_blocks, KvFormats formats = {},
+         LayerChunks* chunks = nullptr);
+  ~KvPool();
+  KvPool(const KvPool&) = delete;
+  KvPool& operator=(const KvPool&) = delete;
 
   const KvGeometry& geometry() const { return geo_; }
   const KvFormats& formats() const { return formats_; }
@@ -208,6 +215,7 @@ class KvPool {
   std::vector<Block> blocks_;
   std::vector<int32_t> free_;
   std::vector<LayerData> spare_layers_;  // released layer storage, reused before new memory
+  LayerChunks* chunks_ = nullptr;
   int in_use_ = 0;
   size_t layers_in_use_ = 0;
   size_t peak_layers_in_use_ = 0;

@@ -2,19 +2,16 @@
 // sequences: one multi-byte character may be split across two text pieces, and a random model
 // can emit bytes that never form a character. JSON must carry valid UTF-8, so the stream holds
 // back an incomplete tail until it completes and replaces bytes that cannot (U+FFFD).
-// Thread-safety: functions are pure; a Utf8Assembler belongs to one stream.
+// The checks themselves are core/utf8.h. Thread-safety: a Utf8Assembler belongs to one stream.
 #pragma once
 
 #include <cstddef>
 #include <string>
 #include <string_view>
 
-namespace kvmem::serve {
+#include "core/utf8.h"  // FindInvalidUtf8, ScanUtf8
 
-// Offset of the first byte that is not part of a well-formed UTF-8 sequence (RFC 3629: no
-// overlong forms, no surrogates, nothing above U+10FFFF), or npos when `s` is valid. A
-// sequence cut off by the end of `s` is invalid.
-size_t FindInvalidUtf8(std::string_view s);
+namespace kvmem::serve {
 
 class Utf8Assembler {
  public:

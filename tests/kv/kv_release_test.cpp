@@ -1,8 +1,10 @@
 // Per-layer storage of KvPool blocks: a layer's raw bytes copied into another pool read back as
 // the same rows (the persistence path), released layers give their memory back and it is
-// reused, and KvSequence::ReleaseLayerThrough releases exactly the whole blocks out of reach.
+// reused, KvSequence::ReleaseLayerThrough releases exactly the whole blocks out of reach, and
+// pools sharing LayerChunks hand their memory on.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -11,6 +13,7 @@
 #include "kv/kv_format.h"
 #include "kv/kv_pool.h"
 #include "kv/kv_sequence.h"
+#include "kv/layer_chunks.h"
 
 namespace kvmem::kv {
 namespace {
@@ -141,6 +144,38 @@ TEST(KvSequenceRelease, ReleasesOnlyWholeBlocksOutOfReach) {
   seq.Clear();
   EXPECT_EQ(seq.released_through(1), kNoPosition);
   EXPECT_EQ(pool.blocks_in_use(), 0);
+}
+
+// Pools sharing LayerChunks hand their layer memory on: a pool destroyed gives it back, the next
+// pool's blocks reuse exactly those chunks, and the cache keeps no more than its cap.
+TEST(LayerChunks, PoolsHandMemoryOn) {
+  const KvGeometry g = Geometry();
+  const size_t layer = KvPool(g, 0).layer_bytes();
+  LayerChunks chunks(layer, 4 * layer);
+  chunks.Reserve(2 * layer);
+  EXPECT_EQ(chunks.cached_bytes(), 2 * layer);
+  std::vector<const uint8_t*> seen;
+  {
+    KvPool a(g, 2, {}, &chunks);
+    const int32_t b = *a.Allocate();  // 3 layers: 2 cached chunks + 1 new
+    EXPECT_EQ(chunks.cached_bytes(), 0u);
+    for (int l = 0; l < 3; ++l) seen.push_back(a.raw_layer(b, l).data.data());
+    a.ReleaseLayer(b, 0);  // stays with the pool until it is destroyed
+    EXPECT_EQ(chunks.cached_bytes(), 0u);
+  }
+  EXPECT_EQ(chunks.cached_bytes(), 3 * layer);
+  KvPool c(g, 2, {}, &chunks);
+  const int32_t b = *c.Allocate();
+  for (int l = 0; l < 3; ++l) {
+    EXPECT_NE(std::find(seen.begin(), seen.end(), c.raw_layer(b, l).data.data()), seen.end());
+  }
+  // The cap: 6 chunks come back, 4 are kept.
+  {
+    KvPool d(g, 2, {}, &chunks);
+    (void)*d.Allocate();
+    (void)*d.Allocate();
+  }
+  EXPECT_EQ(chunks.cached_bytes(), 4 * layer);
 }
 
 }  // namespace

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "memory/store/utf8.h"
+#include "core/utf8.h"
 
 namespace kvmem::memory::store {
 namespace {

@@ -99,12 +99,15 @@ AgentRuntime::AgentRuntime(const model::Model& model, const tokenizer::Tokenizer
     : model_(model), tok_(tok), threads_(threads), store_(store), options_(options) {
   const int64_t train = model.spec().n_ctx_train;
   n_ctx_ = options_.n_ctx > 0 ? std::min<int64_t>(options_.n_ctx, train) : train;
+  const kv::KvPool probe(model.kv_geometry(options_.block_rows), 0, options_.formats);
+  chunks_ = std::make_unique<kv::LayerChunks>(probe.layer_bytes(), options_.hot_budget_bytes);
 }
 
 AgentRuntime::~AgentRuntime() = default;
 
 Status AgentRuntime::Warmup() {
-  kv::KvPool pool(model_.kv_geometry(options_.block_rows), 1, options_.formats);
+  chunks_->Reserve(options_.prefault_bytes);
+  kv::KvPool pool(model_.kv_geometry(options_.block_rows), 1, options_.formats, chunks_.get());
   kv::KvSequence seq(&pool);
   const int32_t one[] = {tok_.bos_id() >= 0 ? tok_.bos_id() : 0};
   std::vector<float> logits;
@@ -137,7 +140,7 @@ Tier AgentRuntime::Acquire(const store::AgentKey* key, Slot& slot, double* load_
   const int block = options_.block_rows;
   slot.pool = std::make_unique<kv::KvPool>(model_.kv_geometry(block),
                                            static_cast<int>((n_ctx_ + block - 1) / block),
-                                           options_.formats);
+                                           options_.formats, chunks_.get());
   slot.seq = std::make_unique<kv::KvSequence>(slot.pool.get());
   slot.tokens.clear();
   slot.text.clear();

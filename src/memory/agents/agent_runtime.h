@@ -30,6 +30,7 @@
 #include "core/thread_pool.h"
 #include "engine/sampler.h"
 #include "kv/kv_format.h"
+#include "kv/layer_chunks.h"
 #include "memory/store/agent_id.h"
 #include "memory/store/agent_store.h"
 #include "memory/store/prefix_match.h"
@@ -47,6 +48,9 @@ struct AgentRuntimeOptions {
   size_t hot_budget_bytes = size_t{2} << 30;  // KV bytes resident across agents
   int max_batch = 256;                      // prefill micro-batch
   double min_diverge_ratio = 0.8;           // semantic.md §3.3
+  // KV memory written once at start-up (Warmup) so the first agents' rows, loaded or computed,
+  // land in touched pages; bounded by hot_budget_bytes.
+  size_t prefault_bytes = size_t{256} << 20;
 };
 
 enum class Tier { kMiss, kHot, kWarm };
@@ -108,8 +112,9 @@ class AgentRuntime {
                store::AgentStore* store, AgentRuntimeOptions options);
   ~AgentRuntime();
 
-  // Runs one token through the model so its weights are paged in before the first request
-  // (a warm agent's first turn then costs its cache load, not the model's page faults).
+  // Runs one token through the model so its weights are paged in, and pre-faults
+  // prefault_bytes of KV memory, before the first request: a warm agent's first turn then costs
+  // its cache load, not page faults.
   Status Warmup();
 
   // One turn of `key`'s conversation (nullptr: an anonymous turn that reads and keeps nothing):
@@ -152,6 +157,7 @@ class AgentRuntime {
   store::AgentStore* store_;
   AgentRuntimeOptions options_;
   int64_t n_ctx_;
+  std::unique_ptr<kv::LayerChunks> chunks_;  // layer memory shared by the agents' pools
   std::mutex compute_mu_;  // one forward pass at a time over threads_
   std::mutex registry_mu_;
   std::map<std::string, std::shared_ptr<Slot>> slots_;  // by tenant '/' id

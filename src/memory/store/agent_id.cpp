@@ -1,7 +1,7 @@
 #include "memory/store/agent_id.h"
 
 #include "memory/store/hash.h"
-#include "memory/store/utf8.h"
+#include "core/utf8.h"
 
 namespace kvmem::memory::store {
 namespace {

@@ -7,7 +7,7 @@
 #include "kernels/attention.h"
 #include "kernels/kivi.h"
 #include "memory/store/hash.h"
-#include "memory/store/utf8.h"
+#include "core/utf8.h"
 
 namespace kvmem::memory::store {
 namespace {

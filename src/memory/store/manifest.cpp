@@ -5,7 +5,7 @@
 
 #include "memory/store/hash.h"
 #include "memory/store/json_util.h"
-#include "memory/store/utf8.h"
+#include "core/utf8.h"
 
 namespace kvmem::memory::store {
 namespace {

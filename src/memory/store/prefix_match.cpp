@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "memory/store/utf8.h"
+#include "core/utf8.h"
 
 namespace kvmem::memory::store {
 

@@ -6,7 +6,7 @@
 
 #include "core/checked_math.h"
 #include "memory/store/json_util.h"
-#include "memory/store/utf8.h"
+#include "core/utf8.h"
 
 namespace kvmem::memory::store {
 namespace {
