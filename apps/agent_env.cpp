@@ -5,7 +5,6 @@
 #include "common.h"
 #include "kv/kv_format.h"
 #include "memory/store/fingerprint.h"
-#include "tokenizer/gguf_config.h"
 
 namespace kvmem::app {
 namespace {
@@ -53,12 +52,11 @@ void AddAgentEnvOptions(CLI::App* cmd, AgentEnvOptions* o) {
 Result<std::unique_ptr<AgentEnv>> OpenAgentEnv(const AgentEnvOptions& o, bool with_runtime) {
   auto env = std::make_unique<AgentEnv>();
   KVMEM_ASSIGN_OR_RETURN(kv::KvFormats formats, ParseFormats(o.kv_format));
-  KVMEM_ASSIGN_OR_RETURN(env->model, LoadModel(o.model));
+  KVMEM_ASSIGN_OR_RETURN(ModelAndTokenizer mt, LoadModelAndTokenizer(o.model));
+  env->model = std::move(mt.model);
+  env->tok = std::move(mt.tok);
   const model::ModelSpec& spec = env->model->spec();
   KVMEM_RETURN_IF_ERROR(kv::CheckKvFormats(formats, spec.head_dim_k, spec.head_dim_v));
-  auto tok = tokenizer::LoadTokenizer(env->model->file());
-  if (!tok.ok()) return tok.status().WithContext("tokenizer");
-  env->tok.emplace(std::move(tok).value());
   const std::string path = o.model.empty() ? DefaultModelPath() : o.model;
   env->model_name = Stem(path);
   if (!o.no_store) {

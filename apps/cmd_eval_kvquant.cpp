@@ -18,7 +18,6 @@
 #include "eval/locomo.h"
 #include "eval/progress.h"
 #include "kv/kv_format.h"
-#include "tokenizer/gguf_config.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kvmem::app {
@@ -79,27 +78,15 @@ int Run(const KvQuantOptions& o) {
     if (windows.back() <= 0) return Fail(InvalidArgument("--windows must be positive"));
   }
 
-  auto files = eval::ResolveLocomoFiles(o.data);
-  if (!files.ok()) return Fail(files.status());
-  std::vector<eval::LocomoConversation> convs;
-  for (const std::string& f : *files) {
-    auto c = eval::LoadLocomoFile(f);
-    if (!c.ok()) return Fail(c.status());
-    for (auto& x : *c) convs.push_back(std::move(x));
-  }
-
-  auto m = LoadModel(o.model);
-  if (!m.ok()) return Fail(m.status());
-  const model::Model& model = **m;
-  auto tok = tokenizer::LoadTokenizer(model.file());
-  if (!tok.ok()) return Fail(tok.status().WithContext("tokenizer"));
-  for (int c : o.ctx) {
-    if (c < 2 || c > model.spec().n_ctx_train) {
-      return Fail(OutOfRange("--ctx " + std::to_string(c) + " outside 2.." +
-                             std::to_string(model.spec().n_ctx_train) +
-                             " (the model's training context)"));
-    }
-  }
+  auto convs_or = eval::LoadLocomoData(o.data);
+  if (!convs_or.ok()) return Fail(convs_or.status());
+  const std::vector<eval::LocomoConversation>& convs = *convs_or;
+  auto mt = LoadModelAndTokenizer(o.model);
+  if (!mt.ok()) return Fail(mt.status());
+  const model::Model& model = *mt->model;
+  const tokenizer::Tokenizer* tok = &*mt->tok;
+  Status ctx_ok = CheckContexts(o.ctx, 2, model.spec());
+  if (!ctx_ok.ok()) return Fail(ctx_ok);
 
   // Whole conversations, BOS first when the tokenizer asks for it; no chat template.
   std::vector<std::vector<int32_t>> docs;

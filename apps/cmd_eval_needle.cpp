@@ -15,7 +15,6 @@
 #include "eval/locomo.h"
 #include "eval/needle.h"
 #include "eval/progress.h"
-#include "tokenizer/gguf_config.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kvmem::app {
@@ -72,26 +71,16 @@ int Run(const NeedleOptions& o) {
   for (double d : o.depths) {
     if (!(d >= 0.0 && d <= 1.0)) return Fail(InvalidArgument("--depths must lie in [0, 1]"));
   }
-  auto files = eval::ResolveLocomoFiles(o.data);
-  if (!files.ok()) return Fail(files.status());
+  auto convs = eval::LoadLocomoData(o.data);
+  if (!convs.ok()) return Fail(convs.status());
   std::string haystack;
-  for (const std::string& f : *files) {
-    auto convs = eval::LoadLocomoFile(f);
-    if (!convs.ok()) return Fail(convs.status());
-    for (const auto& c : *convs) haystack += eval::RenderConversation(c).text + "\n";
-  }
-  auto m = LoadModel(o.model);
-  if (!m.ok()) return Fail(m.status());
-  const model::Model& model = **m;
-  auto tok = tokenizer::LoadTokenizer(model.file());
-  if (!tok.ok()) return Fail(tok.status().WithContext("tokenizer"));
-  for (int c : o.ctx) {
-    if (c < 256 || c > model.spec().n_ctx_train) {
-      return Fail(OutOfRange("--ctx " + std::to_string(c) + " outside 256.." +
-                             std::to_string(model.spec().n_ctx_train) +
-                             " (the model's training context)"));
-    }
-  }
+  for (const auto& c : *convs) haystack += eval::RenderConversation(c).text + "\n";
+  auto mt = LoadModelAndTokenizer(o.model);
+  if (!mt.ok()) return Fail(mt.status());
+  const model::Model& model = *mt->model;
+  const tokenizer::Tokenizer& tok = *mt->tok;
+  Status ctx_ok = CheckContexts(o.ctx, 256, model.spec());
+  if (!ctx_ok.ok()) return Fail(ctx_ok);
 
   ThreadPool threads(o.threads);
   const eval::WorkModel work(model.spec());
@@ -117,12 +106,12 @@ int Run(const NeedleOptions& o) {
       auto words = eval::PickNeedleWords(haystack, seed, o.controls);
       if (!words.ok()) return Fail(words.status());
       // Room for the answer tokens after the prompt.
-      auto prompt = eval::BuildNeedlePrompt(haystack, *tok, c - o.answer_tokens - 8,
+      auto prompt = eval::BuildNeedlePrompt(haystack, tok, c - o.answer_tokens - 8,
                                             o.depths[di], (*words)[0]);
       if (!prompt.ok()) return Fail(prompt.status());
       const std::string what = "ctx " + std::to_string(c) + " depth " +
                                std::to_string(o.depths[di]).substr(0, 4);
-      auto r = eval::RunNeedleCase(model, *tok, &threads, *prompt, *words, o.micro_batch,
+      auto r = eval::RunNeedleCase(model, tok, &threads, *prompt, *words, o.micro_batch,
                                    o.answer_tokens, [&](int64_t done) {
                                      progress.Update(rows_before + done,
                                                      work_before + work.Positions(done), what);

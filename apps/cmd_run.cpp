@@ -17,7 +17,6 @@
 #include "engine/stop_strings.h"
 #include "kv/kv_format.h"
 #include "tokenizer/chat_template.h"
-#include "tokenizer/gguf_config.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kvmem::app {
@@ -54,8 +53,8 @@ Result<std::string> PromptText(const RunOptions& o) {
 constexpr double kMiB = 1024.0 * 1024.0;
 
 // Measured peak RSS against the budget computed from the geometry (engine/memory_budget.h).
-// "runtime" is what the process held before the first forward pass besides the weight pages
-// touched by then: code, tokenizer tables, the mapped GGUF metadata.
+// "runtime" is what was resident before the first forward pass besides the GGUF mapping: code
+// and libraries, tokenizer tables, the loader's copies of small tensors.
 void PrintMemory(const model::Model& model, const kv::KvPool& pool,
                  const engine::GenerateStats& stats, int max_batch, size_t rss_before_compute) {
   const engine::MemoryBudget b =
@@ -74,11 +73,10 @@ void PrintMemory(const model::Model& model, const kv::KvPool& pool,
 int Run(RunOptions o) {
   auto text = PromptText(o);
   if (!text.ok()) return Fail(text.status());
-  auto m = LoadModel(o.model);
-  if (!m.ok()) return Fail(m.status());
-  const model::Model& model = **m;
-  auto tok = tokenizer::LoadTokenizer(model.file());
-  if (!tok.ok()) return Fail(tok.status().WithContext("tokenizer"));
+  auto mt = LoadModelAndTokenizer(o.model);
+  if (!mt.ok()) return Fail(mt.status());
+  const model::Model& model = *mt->model;
+  const tokenizer::Tokenizer* tok = &*mt->tok;
 
   std::string prompt = *text;
   if (o.chat) {
@@ -124,7 +122,7 @@ int Run(RunOptions o) {
       o.n_predict < 0 ? static_cast<int>(n_ctx - ids.size())
                       : std::min<int>(o.n_predict, static_cast<int>(n_ctx - ids.size()));
 
-  tokenizer::StreamingDecoder decoder(&*tok);
+  tokenizer::StreamingDecoder decoder(tok);
   engine::StopMatcher stops(o.stops);
   Status decode_error;
   auto emit = [](const std::string& s) {
@@ -133,7 +131,10 @@ int Run(RunOptions o) {
   };
   std::vector<int32_t> history;
   engine::GenerateStats stats;
-  const size_t rss_before_compute = ReadProcessMemory().rss;
+  // All that is resident before the first forward pass but the GGUF mapping, which the budget
+  // counts whole as weights.
+  const size_t rss_before_compute =
+      ReadProcessMemory().rss - MappedFileRss(o.model.empty() ? DefaultModelPath() : o.model);
   Status st = engine::Generate(
       model, &threads, &seq, ids, params,
       [&](int32_t t) { return tok->IsEndOfGeneration(t); },

@@ -1,5 +1,7 @@
 #include "common.h"
 
+#include "tokenizer/gguf_config.h"
+
 #include <unistd.h>
 
 #include <cstdio>
@@ -31,6 +33,25 @@ Result<std::unique_ptr<model::Model>> LoadModel(const std::string& path) {
                     " is not installed; run scripts/setup.sh (or pass -m MODEL.gguf)");
   }
   return model::Model::Load(p);
+}
+
+Result<ModelAndTokenizer> LoadModelAndTokenizer(const std::string& path) {
+  ModelAndTokenizer mt;
+  KVMEM_ASSIGN_OR_RETURN(mt.model, LoadModel(path));
+  auto tok = tokenizer::LoadTokenizer(mt.model->file());
+  if (!tok.ok()) return tok.status().WithContext("tokenizer");
+  mt.tok.emplace(std::move(tok).value());
+  return mt;
+}
+
+Status CheckContexts(const std::vector<int>& ctx, int min, const model::ModelSpec& spec) {
+  for (int c : ctx) {
+    if (c < min || c > spec.n_ctx_train) {
+      return OutOfRange("--ctx " + std::to_string(c) + " outside " + std::to_string(min) + ".." +
+                        std::to_string(spec.n_ctx_train) + " (the model's training context)");
+    }
+  }
+  return Status::Ok();
 }
 
 Result<std::vector<int32_t>> ParseIdList(const std::string& s) {

@@ -4,11 +4,13 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/status.h"
 #include "model/model.h"
+#include "tokenizer/tokenizer.h"
 
 namespace kvmem::app {
 
@@ -18,6 +20,14 @@ inline constexpr const char* kDefaultModelFile = "SmolLM2-135M-Instruct.Q4_1.ggu
 std::string DefaultModelPath();
 // Loads `path` (or the default when empty), explaining how to install the default if missing.
 Result<std::unique_ptr<model::Model>> LoadModel(const std::string& path);
+struct ModelAndTokenizer {
+  std::unique_ptr<model::Model> model;
+  std::optional<tokenizer::Tokenizer> tok;
+};
+// LoadModel, then the tokenizer from its metadata.
+Result<ModelAndTokenizer> LoadModelAndTokenizer(const std::string& path);
+// OutOfRange naming the flag unless every context is in [min, the model's training context].
+Status CheckContexts(const std::vector<int>& ctx, int min, const model::ModelSpec& spec);
 // "1,2,3" -> {1,2,3}; InvalidArgument on anything else.
 Result<std::vector<int32_t>> ParseIdList(const std::string& s);
 int DefaultThreads();

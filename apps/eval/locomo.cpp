@@ -289,4 +289,14 @@ RenderedConversation RenderConversation(const LocomoConversation& c) {
   return r;
 }
 
+Result<std::vector<LocomoConversation>> LoadLocomoData(const std::vector<std::string>& given) {
+  KVMEM_ASSIGN_OR_RETURN(std::vector<std::string> files, ResolveLocomoFiles(given));
+  std::vector<LocomoConversation> all;
+  for (const std::string& f : files) {
+    KVMEM_ASSIGN_OR_RETURN(std::vector<LocomoConversation> convs, LoadLocomoFile(f));
+    for (LocomoConversation& c : convs) all.push_back(std::move(c));
+  }
+  return all;
+}
+
 }  // namespace kvmem::eval

@@ -71,6 +71,8 @@ Result<std::vector<std::string>> ResolveLocomoFiles(const std::vector<std::strin
 Result<std::vector<LocomoConversation>> ParseLocomo(std::string_view json, std::string_view id);
 // Reads and parses a file; the id defaults to the file name without directory and extension.
 Result<std::vector<LocomoConversation>> LoadLocomoFile(const std::string& path);
+// Every conversation of the files ResolveLocomoFiles(given) names, in file order.
+Result<std::vector<LocomoConversation>> LoadLocomoData(const std::vector<std::string>& given);
 
 // Where one turn's line lies in the rendered text: bytes [begin, end), "Speaker: ..." without
 // the line break.

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 
 namespace kvmem {
 
@@ -14,5 +15,8 @@ struct ProcessMemory {
 
 // Zeros where /proc is unavailable.
 ProcessMemory ReadProcessMemory();
+
+// Resident bytes of this process's mappings of `path` (/proc/self/smaps); 0 if none.
+size_t MappedFileRss(const std::string& path);
 
 }  // namespace kvmem
