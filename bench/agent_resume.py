@@ -102,36 +102,38 @@ def main():
         def start():
             return server_util.Server(store, threads=args.threads, ctx=ctx, model=args.model)
         srv = start()
-        for n in lengths:
-            base = history(turns, n)
-            res = {"cold": [], "hot": [], "warm": []}
-            for rep in range(args.reps):
-                agent = f"resume-{n}-{rep}"
-                q1 = base + [{"role": "user", "content": f"Question {rep}: who spoke first?"}]
-                _, reply1, u1 = ttft(srv.url, q1, agent)  # builds the agent's cache
-                q2 = q1 + [{"role": "assistant", "content": reply1},
-                           {"role": "user", "content": "And who spoke last?"}]
-                t_hot, reply2, u2 = ttft(srv.url, q2, agent)
-                res["hot"].append((t_hot, u2))
-                srv.kill()
-                srv = start()
-                q3 = q2 + [{"role": "assistant", "content": reply2},
-                           {"role": "user", "content": "Thanks. Summarize in one word."}]
-                t_warm, _, u3 = ttft(srv.url, q3, agent)
-                res["warm"].append((t_warm, u3))
-                t_cold, _, uc = ttft(srv.url, q3, None)  # anonymous: nothing cached
-                res["cold"].append((t_cold, uc))
-                print(f"history {u3['prompt_tokens']} tokens, rep {rep + 1}: cold {t_cold:.3f} s, "
-                      f"hot {t_hot:.3f} s, warm {t_warm:.3f} s", file=sys.stderr, flush=True)
-            med = {k: statistics.median(t for t, _ in v) for k, v in res.items()}
-            row = {"history_tokens": res["warm"][0][1]["prompt_tokens"],
-                   "cached_tokens_warm": res["warm"][0][1]["prompt_tokens_details"]["cached_tokens"],
-                   "ttft_cold_s": med["cold"], "ttft_hot_s": med["hot"], "ttft_warm_s": med["warm"],
-                   "cold_over_hot": med["cold"] / med["hot"],
-                   "cold_over_warm": med["cold"] / med["warm"],
-                   "warm_over_hot": med["warm"] / med["hot"]}
-            rows.append(row)
-        srv.stop()
+        try:
+            for n in lengths:
+                base = history(turns, n)
+                res = {"cold": [], "hot": [], "warm": []}
+                for rep in range(args.reps):
+                    agent = f"resume-{n}-{rep}"
+                    q1 = base + [{"role": "user", "content": f"Question {rep}: who spoke first?"}]
+                    _, reply1, u1 = ttft(srv.url, q1, agent)  # builds the agent's cache
+                    q2 = q1 + [{"role": "assistant", "content": reply1},
+                               {"role": "user", "content": "And who spoke last?"}]
+                    t_hot, reply2, u2 = ttft(srv.url, q2, agent)
+                    res["hot"].append((t_hot, u2))
+                    srv.kill()
+                    srv = start()
+                    q3 = q2 + [{"role": "assistant", "content": reply2},
+                               {"role": "user", "content": "Thanks. Summarize in one word."}]
+                    t_warm, _, u3 = ttft(srv.url, q3, agent)
+                    res["warm"].append((t_warm, u3))
+                    t_cold, _, uc = ttft(srv.url, q3, None)  # anonymous: nothing cached
+                    res["cold"].append((t_cold, uc))
+                    print(f"history {u3['prompt_tokens']} tokens, rep {rep + 1}: cold {t_cold:.3f} s, "
+                          f"hot {t_hot:.3f} s, warm {t_warm:.3f} s", file=sys.stderr, flush=True)
+                med = {k: statistics.median(t for t, _ in v) for k, v in res.items()}
+                row = {"history_tokens": res["warm"][0][1]["prompt_tokens"],
+                       "cached_tokens_warm": res["warm"][0][1]["prompt_tokens_details"]["cached_tokens"],
+                       "ttft_cold_s": med["cold"], "ttft_hot_s": med["hot"], "ttft_warm_s": med["warm"],
+                       "cold_over_hot": med["cold"] / med["hot"],
+                       "cold_over_warm": med["cold"] / med["warm"],
+                       "warm_over_hot": med["warm"] / med["hot"]}
+                rows.append(row)
+        finally:  # also after an error: never leave a server running
+            srv.stop()
     name = os.path.basename(args.model)
     print(f"\nagent resume, {name}, {args.threads} threads, median of {args.reps}")
     print(f"{'history':>8} {'cached':>7} {'cold s':>8} {'hot s':>7} {'warm s':>7} "
