@@ -67,15 +67,7 @@ Result<ParsedRequest> ParseMessagesRequest(std::string_view body_text, const Req
     KVMEM_ASSIGN_OR_RETURN(std::string text, ReadTextContent(*system, "system"));
     g.messages.push_back(ChatMessage{"system", std::move(text)});
   }
-  const Json* messages = FindField(body, "messages");
-  if (messages == nullptr) return FieldError("messages", "required");
-  if (!messages->is_array()) return TypeError("messages", "an array", *messages);
-  if (messages->empty()) return FieldError("messages", "must not be empty");
-  for (size_t i = 0; i < messages->size(); ++i) {
-    KVMEM_ASSIGN_OR_RETURN(ChatMessage m,
-                           ParseMessage((*messages)[i], "messages[" + std::to_string(i) + "]"));
-    g.messages.push_back(std::move(m));
-  }
+  KVMEM_RETURN_IF_ERROR(ReadMessages(body, ParseMessage, &g.messages));
   g.continue_final_message = g.messages.back().role == "assistant";
 
   ResponseMeta meta = NewResponseMeta("msg_", ctx.model.name);

@@ -96,15 +96,7 @@ Result<ParsedRequest> ParseChatCompletionRequest(std::string_view body_text,
   ParsedRequest out;
   KVMEM_ASSIGN_OR_RETURN(bool include_usage, ParseCommon(body, ctx, &out));
 
-  const Json* messages = FindField(body, "messages");
-  if (messages == nullptr) return FieldError("messages", "required");
-  if (!messages->is_array()) return TypeError("messages", "an array", *messages);
-  if (messages->empty()) return FieldError("messages", "must not be empty");
-  for (size_t i = 0; i < messages->size(); ++i) {
-    KVMEM_ASSIGN_OR_RETURN(ChatMessage m,
-                           ParseChatMessage((*messages)[i], "messages[" + std::to_string(i) + "]"));
-    out.generation.messages.push_back(std::move(m));
-  }
+  KVMEM_RETURN_IF_ERROR(ReadMessages(body, ParseChatMessage, &out.generation.messages));
 
   ResponseMeta meta = NewResponseMeta("chatcmpl-", ctx.model.name);
   out.generation.request_id = meta.id;

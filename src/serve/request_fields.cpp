@@ -165,4 +165,19 @@ Status RejectIfRequested(const Json& body, std::string_view key) {
   return Status(ErrorCode::kUnsupported, "'" + std::string(key) + "': not supported by kvmem");
 }
 
+Status ReadMessages(const Json& body,
+                    const std::function<Result<ChatMessage>(const Json&, const std::string&)>& parse_one,
+                    std::vector<ChatMessage>* out) {
+  const Json* messages = FindField(body, "messages");
+  if (messages == nullptr) return FieldError("messages", "required");
+  if (!messages->is_array()) return TypeError("messages", "an array", *messages);
+  if (messages->empty()) return FieldError("messages", "must not be empty");
+  for (size_t i = 0; i < messages->size(); ++i) {
+    KVMEM_ASSIGN_OR_RETURN(ChatMessage m,
+                           parse_one((*messages)[i], "messages[" + std::to_string(i) + "]"));
+    out->push_back(std::move(m));
+  }
+  return Status::Ok();
+}
+
 }  // namespace kvmem::serve

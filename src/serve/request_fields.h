@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -53,6 +54,12 @@ Result<std::vector<std::string>> ReadStopStrings(const Json& body, std::string_v
 // Message content: a string, or an array of {"type": "text", "text": "…"} parts joined with
 // "\n" (other part types, such as images or tool calls, are Unsupported).
 Result<std::string> ReadTextContent(const Json& content, std::string_view field);
+
+// The required, non-empty `messages` array, each element parsed by parse_one(element, its field
+// name "messages[i]"), appended to *out. Both dialects share this shape; their elements differ.
+Status ReadMessages(const Json& body,
+                    const std::function<Result<ChatMessage>(const Json&, const std::string&)>& parse_one,
+                    std::vector<ChatMessage>* out);
 
 // InvalidArgument "'<key>': not supported by kvmem" when `key` is present with a value that
 // asks for something (a non-empty array or object, true, a non-empty string).

@@ -10,13 +10,8 @@
 namespace kvmem::serve {
 namespace {
 
+using testing::Ctx;
 using testing::ParseSse;
-
-RequestContext Ctx() {
-  return RequestContext{.tenant = "t1",
-                        .header_agent_id = std::nullopt,
-                        .model = ModelInfo{.name = "fake-model", .context_length = 4096}};
-}
 
 Result<ParsedRequest> Parse(const std::string& body) { return ParseMessagesRequest(body, Ctx()); }
 

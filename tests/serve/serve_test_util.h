@@ -15,8 +15,16 @@
 
 #include "fake_backend.h"
 #include "serve/http_server.h"
+#include "serve/request_fields.h"
 
 namespace kvmem::serve::testing {
+
+// The request context the parser tests use: tenant "t1", no agent header, a 4096-token model.
+inline RequestContext Ctx() {
+  return RequestContext{.tenant = "t1",
+                        .header_agent_id = std::nullopt,
+                        .model = ModelInfo{.name = "fake-model", .context_length = 4096}};
+}
 
 using Json = nlohmann::json;
 
