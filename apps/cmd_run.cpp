@@ -131,10 +131,11 @@ int Run(RunOptions o) {
   };
   std::vector<int32_t> history;
   engine::GenerateStats stats;
-  // All that is resident before the first forward pass but the GGUF mapping, which the budget
-  // counts whole as weights.
+  // All that is resident before the first forward pass but the weights, which the budget counts
+  // whole: the GGUF mapping and the packed copies of matrices.
   const size_t rss_before_compute =
-      ReadProcessMemory().rss - MappedFileRss(o.model.empty() ? DefaultModelPath() : o.model);
+      ReadProcessMemory().rss - MappedFileRss(o.model.empty() ? DefaultModelPath() : o.model) -
+      model.packed_bytes();
   Status st = engine::Generate(
       model, &threads, &seq, ids, params,
       [&](int32_t t) { return tok->IsEndOfGeneration(t); },

@@ -1,5 +1,6 @@
 # kvmem_layer(name [DEPS libs...]): a static library kvmem_<name> from src/<name>/**.cpp.
-# Files named *_avx2.cpp are compiled with AVX2/FMA/F16C enabled; everything else targets the
+# Files named *_avx2.cpp are compiled with AVX2/FMA/F16C enabled, *_avx512.cpp also with AVX-512
+# (F, BW, VL, DQ, VNNI); everything else targets the
 # baseline ISA, and kernels pick a variant at start-up (kernels/cpu_features.h).
 function(kvmem_layer name)
   cmake_parse_arguments(ARG "" "" "DEPS" ${ARGN})
@@ -16,6 +17,9 @@ function(kvmem_layer name)
   foreach(src ${srcs})
     if(src MATCHES "_avx2\\.cpp$")
       set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS "-mavx2;-mfma;-mf16c")
+    elseif(src MATCHES "_avx512\\.cpp$")
+      set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS
+        "-mavx2;-mfma;-mf16c;-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mavx512vnni")
     endif()
   endforeach()
 endfunction()

@@ -59,4 +59,15 @@ MappedFile::~MappedFile() {
   if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
 }
 
+void MappedFile::DropPages(const void* p, size_t n) const {
+  const auto begin = reinterpret_cast<uintptr_t>(p);
+  const auto start = reinterpret_cast<uintptr_t>(data_);
+  if (data_ == nullptr || begin < start || n > size_ || begin - start > size_ - n) return;
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t first = (begin + page - 1) / page * page;
+  const uintptr_t last = (begin + n) / page * page;
+  // A private, never-written file mapping: dropped pages read back from the file.
+  if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
+
 }  // namespace kvmem

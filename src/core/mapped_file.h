@@ -26,6 +26,10 @@ class MappedFile {
   size_t size() const { return size_; }
   std::span<const uint8_t> bytes() const { return {data_, size_}; }
   const std::string& path() const { return path_; }
+  // Gives the pages wholly inside [p, p + n) back to the kernel (the file's bytes stay readable
+  // and are paged in again on the next access): for data copied elsewhere, so RSS counts it once.
+  // Ranges outside the mapping are ignored.
+  void DropPages(const void* p, size_t n) const;
 
  private:
   const uint8_t* data_ = nullptr;

@@ -46,6 +46,8 @@ MemoryBudget PlainRunBudget(const model::Model& model, const kv::KvPool& pool, i
   const model::ModelSpec& spec = model.spec();
   MemoryBudget b;
   for (const gguf::TensorInfo& t : model.file().tensors()) b.weights += t.n_bytes;
+  // Packed matrices are read from their copies, not from the file.
+  b.weights = b.weights - model.packed_source_bytes() + model.packed_bytes();
   b.kv = PeakKvBytes(spec, pool, n_prompt, n_decode, max_batch, true);
   b.kv_without_release = PeakKvBytes(spec, pool, n_prompt, n_decode, max_batch, false);
   const size_t t =

@@ -18,7 +18,7 @@
 namespace kvmem::engine {
 
 struct MemoryBudget {
-  size_t weights = 0;             // tensor data of the mapped GGUF file
+  size_t weights = 0;             // tensor data: the GGUF file's, packed copies for packed ones
   size_t kv = 0;                  // peak KV storage with window release
   size_t kv_without_release = 0;  // the same run keeping every row of every layer
   size_t scratch = 0;             // activations of the largest micro-batch + logits

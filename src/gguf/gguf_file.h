@@ -69,6 +69,8 @@ class GgufFile {
   // the end of a file that has no tensors.
   uint64_t data_offset() const { return data_offset_; }
   std::span<const uint8_t> bytes() const { return bytes_; }
+  // MappedFile::DropPages on the file's mapping (nothing for Parse()d buffers).
+  void DropPages(const void* p, size_t n) const { mapped_.DropPages(p, n); }
 
   // ---- Metadata. All keys in file order.
   std::span<const KeyValue> metadata() const { return metadata_; }

@@ -31,4 +31,23 @@ Isa ActiveIsa() {
   return isa;
 }
 
+bool PackedKernelsEnabled() {
+  static const bool enabled = [] {
+#if defined(__x86_64__)
+    const char* pack = std::getenv("KVMEM_PACK");
+    if (pack != nullptr && std::strcmp(pack, "0") == 0) return false;
+    const char* isa = std::getenv("KVMEM_ISA");
+    if (isa != nullptr && (std::strcmp(isa, "scalar") == 0 || std::strcmp(isa, "avx2") == 0)) {
+      return false;
+    }
+    return ActiveIsa() == Isa::kAvx2 && __builtin_cpu_supports("avx512f") &&
+           __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+           __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vnni");
+#else
+    return false;
+#endif
+  }();
+  return enabled;
+}
+
 }  // namespace kvmem::kernels

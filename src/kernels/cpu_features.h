@@ -13,4 +13,8 @@ bool CpuSupports(Isa isa);
 // supported. Computed once.
 Isa ActiveIsa();
 
+// True if this CPU runs the AVX-512 VNNI kernels of packed weights (kernels/packed_matrix.h) and
+// they are not switched off: KVMEM_PACK=0, or KVMEM_ISA=scalar/avx2. Computed once.
+bool PackedKernelsEnabled();
+
 }  // namespace kvmem::kernels

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/log.h"
+#include "kernels/packed_internal.h"
 #include "kernels/type_traits.h"
 
 namespace kvmem::kernels {
@@ -32,11 +33,61 @@ const TypeTraits& TraitsOrDie(DType type, Isa isa) {
   return *t;
 }
 
+// Groups of 16 rows per ParallelFor chunk: about four chunks per thread, at most 16 groups.
+int64_t GroupGrain(int64_t n_groups, int n_threads) {
+  return std::clamp<int64_t>(n_groups / (4 * static_cast<int64_t>(n_threads)), 1, 16);
+}
+
+
+#if defined(__x86_64__)
+void PackedMatMul(const PackedMatrix& m, const float* x, int64_t n_tokens, float* y,
+                  ThreadPool* pool, Isa isa) {
+  const TypeTraits& at = TraitsOrDie(m.act_type(), isa);
+  size_t act_row_bytes = 0;
+  const bool row_ok = RowBytes(m.act_type(), m.n_in(), &act_row_bytes);
+  assert(row_ok);
+  (void)row_ok;
+  const size_t stride = PackedActStride(m.n_in());
+  thread_local std::vector<uint8_t> planes;
+  planes.resize(static_cast<size_t>(n_tokens) * stride + 64);
+  uint8_t* base = planes.data() + (64 - reinterpret_cast<uintptr_t>(planes.data()) % 64) % 64;
+  auto convert = [&](int64_t t0, int64_t t1) {
+    thread_local std::vector<uint8_t> quantized;
+    quantized.resize(act_row_bytes);
+    for (int64_t t = t0; t < t1; ++t) {
+      at.from_float(x + t * m.n_in(), quantized.data(), m.n_in());
+      SplitActivations(m.act_type(), quantized.data(), m.n_in(), base + t * stride);
+    }
+  };
+  const PackedActs acts{base, stride, m.n_in()};
+  auto groups = [&](int64_t g0, int64_t g1) {
+    avx512::PackedMatMulGroups(m, acts, n_tokens, g0, g1, y, m.n_out());
+  };
+  if (pool != nullptr) {
+    if (n_tokens > 1) {
+      pool->ParallelFor(n_tokens, 1, convert);
+    } else {
+      convert(0, n_tokens);
+    }
+    pool->ParallelFor(m.n_groups(), GroupGrain(m.n_groups(), pool->size()), groups);
+  } else {
+    convert(0, n_tokens);
+    groups(0, m.n_groups());
+  }
+}
+#endif
+
 }  // namespace
 
 void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool,
             Isa isa) {
   if (n_tokens <= 0 || w.n_out <= 0) return;
+#if defined(__x86_64__)
+  if (w.packed != nullptr && isa != Isa::kScalar && PackedKernelsEnabled()) {
+    PackedMatMul(*w.packed, x, n_tokens, y, pool, isa);
+    return;
+  }
+#endif
   const TypeTraits& wt = TraitsOrDie(w.type, isa);
   const TypeTraits& at = TraitsOrDie(wt.vec_dot_type, isa);
   assert(wt.vec_dot != nullptr);

@@ -1,5 +1,6 @@
 // Weight-matrix times activations, for any weight type in kernels/type_traits.h. Activations are
-// converted once per token to the weight type's vec_dot_type, then every output row is a VecDot.
+// converted once per token to the weight type's vec_dot_type, then every output row is a VecDot,
+// or, for weights repacked at load (kernels/packed_matrix.h), 16 rows at a time by VNNI kernels.
 // Work is split across the pool by output rows; within a chunk of rows, tokens are taken a few at a
 // time so each weight row is read once per token tile. The converted activations live in a
 // thread_local scratch buffer of the calling thread. n_in must be a multiple of the weight type's
@@ -13,6 +14,7 @@
 #include "core/dtype.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu_features.h"
+#include "kernels/packed_matrix.h"
 
 namespace kvmem::kernels {
 
@@ -23,6 +25,9 @@ struct WeightMatrix {
   int64_t n_in = 0;
   int64_t n_out = 0;
   size_t row_bytes = 0;
+  // The same weights repacked for the AVX-512 VNNI kernels, owned by whoever packed them (the
+  // model); MatMul uses it when PackedKernelsEnabled() and the ISA is not scalar.
+  const PackedMatrix* packed = nullptr;
 };
 
 // y(n_tokens, n_out) = x(n_tokens, n_in) . W^T. `pool` may be nullptr (single thread).

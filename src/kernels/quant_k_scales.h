@@ -1,11 +1,14 @@
-// Unpacking of the K-quants' packed 6-bit sub-block scales and Q8_K's rounding, shared by the
-// scalar and AVX2 kernels (internal to kernels/). Thread-safe: pure inline functions.
+// Unpacking of the K-quants' packed 6-bit sub-block scales and Q6_K codes, and Q8_K's rounding,
+// shared by the scalar, AVX2 and packing code (internal to kernels/). Thread-safe: pure inline
+// functions.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+
+#include "kernels/quant_blocks.h"
 
 namespace kvmem::kernels {
 
@@ -50,6 +53,23 @@ inline void UnpackQ3KScales(const uint8_t s[12], int8_t out[16]) {
 inline int NearestIntQ8K(float v) {
   if (v != v) return 0;
   return std::min(127, static_cast<int>(std::nearbyint(std::clamp(v, -128.0f, 127.0f))));
+}
+
+// The signed codes (-32..31) of a Q6_K block in element order. Each 128 half keeps 64 bytes of ql
+// (byte l holds the low nibbles of elements l and l + 64, byte l + 32 those of l + 32 and l + 96)
+// and 32 bytes of qh (byte l holds the top bit pairs of elements l, l + 32, l + 64, l + 96).
+inline void DecodeQ6K(const BlockQ6_K& b, int8_t out[kQK_K]) {
+  for (int half = 0; half < 2; ++half) {
+    const uint8_t* ql = b.ql + 64 * half;
+    const uint8_t* qh = b.qh + 32 * half;
+    int8_t* o = out + 128 * half;
+    for (int l = 0; l < 32; ++l) {
+      o[l] = static_cast<int8_t>(((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32);
+      o[l + 32] = static_cast<int8_t>(((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32);
+      o[l + 64] = static_cast<int8_t>(((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32);
+      o[l + 96] = static_cast<int8_t>(((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
+    }
+  }
 }
 
 }  // namespace kvmem::kernels

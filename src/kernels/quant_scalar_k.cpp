@@ -212,24 +212,6 @@ float VecDotQ5_KQ8_K(int64_t n, const void* x, const void* y) {
 
 // ---- Q6_K -------------------------------------------------------------------------------------
 
-namespace {
-// The signed codes (-32..31) of a Q6_K block in element order. Each 128 half keeps 64 bytes of ql
-// (byte l holds the low nibbles of elements l and l + 64, byte l + 32 those of l + 32 and l + 96)
-// and 32 bytes of qh (byte l holds the top bit pairs of elements l, l + 32, l + 64, l + 96).
-inline void DecodeQ6K(const BlockQ6_K& b, int8_t out[kQK_K]) {
-  for (int half = 0; half < 2; ++half) {
-    const uint8_t* ql = b.ql + 64 * half;
-    const uint8_t* qh = b.qh + 32 * half;
-    int8_t* o = out + 128 * half;
-    for (int l = 0; l < 32; ++l) {
-      o[l] = static_cast<int8_t>(((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32);
-      o[l + 32] = static_cast<int8_t>(((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32);
-      o[l + 64] = static_cast<int8_t>(((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32);
-      o[l + 96] = static_cast<int8_t>(((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
-    }
-  }
-}
-}  // namespace
 
 void ToFloatQ6_K(const void* src, float* dst, int64_t n) {
   const auto* blocks = static_cast<const BlockQ6_K*>(src);

@@ -219,10 +219,32 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& path) {
   Status st = loader.ReadSpec(*arch, &m->spec_);
   if (st.ok()) st = loader.ReadWeights(*arch, m->spec_, &m->weights_, &m->weight_bytes_);
   if (!st.ok()) return st.WithContext("'" + path + "'");
+  m->PackWeights();
   const uint64_t size = f.bytes().size();
   m->fingerprint_ = Fnv1a64(f.bytes().data(), static_cast<size_t>(f.data_offset()));
   m->fingerprint_ = Fnv1a64(&size, sizeof(size), m->fingerprint_);
   return m;
+}
+
+void Model::PackWeights() {
+  if (!kernels::PackedKernelsEnabled()) return;
+  auto pack = [&](kernels::WeightMatrix* w) {
+    // The file's copy is read a few more times at most (embedding rows of a tied output).
+    std::unique_ptr<kernels::PackedMatrix> p =
+        kernels::Pack(*w, [&](const void* b, size_t n) { file_->DropPages(b, n); });
+    if (p == nullptr) return;
+    w->packed = p.get();
+    const size_t source_bytes = w->row_bytes * static_cast<size_t>(w->n_out);
+    packed_bytes_ += p->bytes();
+    packed_source_bytes_ += source_bytes;
+    packed_.push_back(std::move(p));
+  };
+  for (LayerWeights& l : weights_.layers) {
+    for (kernels::WeightMatrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
+      pack(w);
+    }
+  }
+  pack(&weights_.output);
 }
 
 kv::KvGeometry Model::kv_geometry(int block_rows) const {

@@ -25,8 +25,12 @@ class Model {
   const gguf::GgufFile& file() const { return *file_; }
   // FNV-1a over the GGUF header and tensor table: names the exact model a KV cache belongs to.
   uint64_t fingerprint() const { return fingerprint_; }
-  // Bytes of all weight tensors.
+  // Bytes of all weight tensors in the file.
   size_t weight_bytes() const { return weight_bytes_; }
+  // Bytes of the repacked copies of matrices (kernels/packed_matrix.h); 0 if none were packed.
+  size_t packed_bytes() const { return packed_bytes_; }
+  // Bytes of the file's tensors that packed copies replace in every forward pass.
+  size_t packed_source_bytes() const { return packed_source_bytes_; }
 
   kv::KvGeometry kv_geometry(int block_rows) const;
   // How each layer's keys are rotated (for re-positioning stored rows): (n_layers), since
@@ -36,12 +40,18 @@ class Model {
  private:
   friend class ModelLoader;
   Model() = default;
+  // Repacks every matrix the packed kernels handle (not the embedding table, which is read a row
+  // at a time), when kernels::PackedKernelsEnabled().
+  void PackWeights();
 
   std::unique_ptr<gguf::GgufFile> file_;
   ModelSpec spec_;
   ModelWeights weights_;
   uint64_t fingerprint_ = 0;
   size_t weight_bytes_ = 0;
+  std::vector<std::unique_ptr<kernels::PackedMatrix>> packed_;
+  size_t packed_bytes_ = 0;
+  size_t packed_source_bytes_ = 0;
 };
 
 }  // namespace kvmem::model

@@ -1,6 +1,7 @@
 // MatMul against a naive reference for every weight type and ISA: W dequantized, activations
 // quantized to the vec_dot_type exactly as MatMul does and dequantized, products summed in double.
-// Any token count, 1 and 3 threads; the thread count must not change a single bit.
+// Any token count, 1 and 3 threads; the thread count must not change a single bit. Weights
+// repacked for the AVX-512 VNNI kernels (kernels/packed_matrix.h) meet the same reference.
 #include "kernels/matmul.h"
 
 #include <gtest/gtest.h>
@@ -8,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -31,6 +33,7 @@ using quant_testing::WithoutMins;
 struct Weights {
   std::vector<uint8_t> bytes;  // (n_out, row_bytes)
   WeightMatrix matrix;
+  std::unique_ptr<PackedMatrix> packed;
 };
 
 Weights MakeWeights(DType t, int64_t n_in, int64_t n_out, std::mt19937& rng) {
@@ -43,6 +46,18 @@ Weights MakeWeights(DType t, int64_t n_in, int64_t n_out, std::mt19937& rng) {
     FillBlocks(t, n_in, fill, rng, w.bytes.data() + r * row_bytes);
   }
   w.matrix = {t, w.bytes.data(), n_in, n_out, row_bytes};
+  return w;
+}
+
+// The same weights with a packed copy, or nullptr where this CPU or type has no packed kernels.
+std::unique_ptr<Weights> MakePacked(const Weights& src) {
+  if (!PackedKernelsEnabled() || !CanPack(src.matrix.type)) return nullptr;
+  auto w = std::make_unique<Weights>();
+  w->bytes = src.bytes;
+  w->matrix = src.matrix;
+  w->matrix.data = w->bytes.data();
+  w->packed = Pack(w->matrix);
+  w->matrix.packed = w->packed.get();
   return w;
 }
 
@@ -95,8 +110,9 @@ TEST(MatMul, MatchesNaiveReferenceForEveryWeightType) {
       std::vector<int64_t> n_ins = {512};
       if (BlockSize(t) == 1) n_ins.push_back(77);  // element-wise types take any length
       for (int64_t n_in : n_ins) {
-        const int64_t n_out = 37;
+        const int64_t n_out = 37;  // two full groups of 16 and a partial one when packed
         const Weights w = MakeWeights(t, n_in, n_out, rng);
+        const std::unique_ptr<Weights> packed = MakePacked(w);
         for (int64_t n_tokens : {1, 2, 3, 7, 33}) {
           std::vector<float> x(static_cast<size_t>(n_tokens * n_in));
           for (float& v : x) v = normal(rng);
@@ -112,6 +128,17 @@ TEST(MatMul, MatchesNaiveReferenceForEveryWeightType) {
           }
           ASSERT_EQ(std::memcmp(y1.data(), y3.data(), y1.size() * sizeof(float)), 0)
               << DTypeName(t) << " " << IsaName(isa) << ": thread count changed the result";
+          if (packed == nullptr || isa == Isa::kScalar) continue;
+          std::vector<float> p1(y_ref.size(), std::nanf("")), p3(y_ref.size(), std::nanf(""));
+          MatMul(packed->matrix, x.data(), n_tokens, p1.data(), nullptr, isa);
+          MatMul(packed->matrix, x.data(), n_tokens, p3.data(), &pool3, isa);
+          for (size_t i = 0; i < y_ref.size(); ++i) {
+            ASSERT_NEAR(p1[i], y_ref[i], tol[i])
+                << "packed " << DTypeName(t) << " n_in=" << n_in << " n_tokens=" << n_tokens
+                << " token " << i / n_out << " row " << i % n_out;
+          }
+          ASSERT_EQ(std::memcmp(p1.data(), p3.data(), p1.size() * sizeof(float)), 0)
+              << "packed " << DTypeName(t) << ": thread count changed the result";
         }
       }
     }
@@ -152,6 +179,57 @@ TEST(MatMul, DequantizeRowMatchesToFloat) {
         EXPECT_EQ(std::memcmp(got.data(), want.data(), 512 * sizeof(float)), 0)
             << DTypeName(t) << " " << IsaName(isa) << " row " << r;
       }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kvmem::kernels
+
+namespace kvmem::kernels {
+namespace {
+
+// The packed copy holds the source's values: bit for bit where the dequantizers compute the same
+// expression, within rounding for Q4_0 (ggml computes (q - 8) * d, the packed form d * q - 8 d).
+TEST(PackedMatrix, DequantizesToTheSourceValues) {
+  if (!PackedKernelsEnabled()) GTEST_SKIP() << "no AVX-512 VNNI here";
+  std::mt19937 rng(14);
+  for (DType t : {DType::kQ4_0, DType::kQ4_1, DType::kQ4_K, DType::kQ8_0, DType::kQ5_0,
+                  DType::kQ6_K}) {
+    const Weights w = MakeWeights(t, 512, 21, rng);
+    const std::unique_ptr<PackedMatrix> p = Pack(w.matrix);
+    ASSERT_NE(p, nullptr) << DTypeName(t);
+    for (int64_t r = 0; r < 21; ++r) {
+      std::vector<float> got(512);
+      p->DequantizeRow(r, got.data());
+      const std::vector<float> want = Dequantize(t, w.bytes.data() + r * w.matrix.row_bytes, 512);
+      for (int i = 0; i < 512; ++i) {
+        const float tol = t == DType::kQ4_0 ? 1e-6f * (std::fabs(want[i]) + 1e-3f) : 0.0f;
+        ASSERT_NEAR(got[i], want[i], tol) << DTypeName(t) << " row " << r << " element " << i;
+      }
+    }
+  }
+}
+
+// A token computed with others (tiles of up to 4 share the weight loads) equals the token alone.
+TEST(PackedMatrix, TokenAloneEqualsTokenInBatch) {
+  if (!PackedKernelsEnabled()) GTEST_SKIP() << "no AVX-512 VNNI here";
+  std::mt19937 rng(15);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (DType t : {DType::kQ4_1, DType::kQ6_K, DType::kQ8_0}) {
+    const Weights src = MakeWeights(t, 768, 50, rng);
+    const std::unique_ptr<Weights> w = MakePacked(src);
+    ASSERT_NE(w, nullptr);
+    const int64_t n_tokens = 9;
+    std::vector<float> x(n_tokens * 768);
+    for (float& v : x) v = normal(rng);
+    std::vector<float> batch(n_tokens * 50);
+    MatMul(w->matrix, x.data(), n_tokens, batch.data(), nullptr);
+    for (int64_t tok = 0; tok < n_tokens; ++tok) {
+      std::vector<float> one(50);
+      MatMul(w->matrix, x.data() + tok * 768, 1, one.data(), nullptr);
+      EXPECT_EQ(std::memcmp(one.data(), batch.data() + tok * 50, 50 * sizeof(float)), 0)
+          << DTypeName(t) << " token " << tok;
     }
   }
 }
