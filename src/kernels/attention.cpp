@@ -271,6 +271,42 @@ void Attend(const float* q, const KvLayout& layout, const KvSpan* spans, int n_s
   AttendScalar(q, layout, spans, n_spans, scale, out);
 }
 
+bool AttendPartialSupported(const KvLayout& layout, Isa isa) {
+  return isa == Isa::kAvx2 && layout.k == KType::kF16 && layout.v == VType::kF16 &&
+         layout.head_dim % 8 == 0 && layout.head_dim <= kAttendStackDim;
+}
+
+void AttendPartial(const float* q, int n_q, const KvLayout& layout, const KvSpan* spans,
+                   int n_spans, float scale, float* acc, float* m, float* l, Isa isa) {
+  assert(AttendPartialSupported(layout, isa));
+  (void)isa;
+  AttendF16GroupAvx2(q, n_q, layout.head_dim, spans, n_spans, scale, acc, m, l);
+}
+
+void MergeAttendPartial(int n_q, int head_dim, float* acc, float* m, float* l, const float* acc2,
+                        const float* m2, const float* l2) {
+  for (int g = 0; g < n_q; ++g) {
+    if (m2[g] == -INFINITY) continue;  // nothing to add
+    float* a = acc + static_cast<size_t>(g) * head_dim;
+    const float* b = acc2 + static_cast<size_t>(g) * head_dim;
+    const float mx = std::fmax(m[g], m2[g]);
+    const float sa = m[g] == -INFINITY ? 0.0f : std::exp(m[g] - mx);
+    const float sb = std::exp(m2[g] - mx);
+    for (int d = 0; d < head_dim; ++d) a[d] = a[d] * sa + b[d] * sb;
+    l[g] = l[g] * sa + l2[g] * sb;
+    m[g] = mx;
+  }
+}
+
+void FinishAttendPartial(int n_q, int head_dim, const float* acc, const float* l, float* out) {
+  for (int g = 0; g < n_q; ++g) {
+    const float inv = l[g] == 0.0f ? 0.0f : 1.0f / l[g];
+    for (int d = 0; d < head_dim; ++d) {
+      out[static_cast<size_t>(g) * head_dim + d] = acc[static_cast<size_t>(g) * head_dim + d] * inv;
+    }
+  }
+}
+
 void AttentionWeights(const float* q, const KvLayout& layout, const KvSpan* spans, int n_spans,
                       float scale, float* weights, Isa isa) {
   assert(KvLayoutValid(layout));

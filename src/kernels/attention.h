@@ -71,6 +71,22 @@ struct KvSpan {
 void Attend(const float* q, const KvLayout& layout, const KvSpan* spans, int n_spans, float scale,
             float* out, Isa isa = ActiveIsa());
 
+// Attention split into parts that merge (flash-decoding): the unnormalized state of n_q queries
+// (consecutive in q, head_dim each) over the same rows — per query g, m[g] the largest score,
+// l[g] = sum_j exp(s_j - m[g]), acc[g] = sum_j exp(s_j - m[g]) v_j (head_dim floats) — so that
+// acc / l is Attend's output, and states of consecutive row ranges merge exactly. No rows: m =
+// -inf, l = 0, acc = 0. Only where AttendPartialSupported (f16 K and V, AVX2): the query heads of
+// a KV head then share one conversion of each row.
+bool AttendPartialSupported(const KvLayout& layout, Isa isa = ActiveIsa());
+void AttendPartial(const float* q, int n_q, const KvLayout& layout, const KvSpan* spans,
+                   int n_spans, float scale, float* acc, float* m, float* l,
+                   Isa isa = ActiveIsa());
+// (acc, m, l) becomes the state of its rows followed by those of (acc2, m2, l2).
+void MergeAttendPartial(int n_q, int head_dim, float* acc, float* m, float* l, const float* acc2,
+                        const float* m2, const float* l2);
+// out (n_q x head_dim) = acc / l (0 where l = 0).
+void FinishAttendPartial(int n_q, int head_dim, const float* acc, const float* l, float* out);
+
 // The normalized attention weights (softmax of scale * q . k_j, the same scores as Attend) over
 // the same rows, for taps and tests: weights has one entry per row, spans in order.
 void AttentionWeights(const float* q, const KvLayout& layout, const KvSpan* spans, int n_spans,

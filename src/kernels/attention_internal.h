@@ -25,6 +25,10 @@ void ScoresScalar(const float* q, const KvLayout& layout, const KvSpan* spans, i
 // f16 K and V; requires head_dim % 8 == 0 and head_dim <= kAttendStackDim.
 void AttendF16Avx2(const float* q, int head_dim, const KvSpan* spans, int n_spans, float scale,
                    float* out);
+// The unnormalized state (kernels/attention.h AttendPartial) of n_q queries over the same f16
+// rows; same requirements.
+void AttendF16GroupAvx2(const float* q, int n_q, int head_dim, const KvSpan* spans, int n_spans,
+                        float scale, float* acc, float* m, float* l);
 // Any layout with a quantized K or V; requires head_dim <= kAttendStackDim.
 void AttendQuantAvx2(const float* q, const KvLayout& layout, const KvSpan* spans, int n_spans,
                      float scale, float* out);

@@ -156,6 +156,12 @@ class KvPool {
   // out (head_dim_v) = attention of q (head_dim_k) over the rows of `spans`, in order.
   void Attend(const float* q, const kernels::KvSpan* spans, int n_spans, float scale,
               float* out) const;
+  // kernels::AttendPartial over this pool's layout (where AttendPartialSupported()).
+  bool AttendPartialSupported() const { return kernels::AttendPartialSupported(layout_); }
+  void AttendPartial(const float* q, int n_q, const kernels::KvSpan* spans, int n_spans,
+                     float scale, float* acc, float* m, float* l) const {
+    kernels::AttendPartial(q, n_q, layout_, spans, n_spans, scale, acc, m, l);
+  }
   // The softmax weights of the same computation, one per row (for taps).
   void AttentionWeights(const float* q, const kernels::KvSpan* spans, int n_spans, float scale,
                         float* weights) const;

@@ -120,6 +120,118 @@ void CollectVisible(const kv::KvView& view, const kv::KvPool& kv, int layer, int
   }
 }
 
+namespace {
+
+// Rows [r0, r1) of the rows the spans list, in order (per-row K/V formats).
+void SliceSpans(const std::vector<kernels::KvSpan>& spans, int64_t r0, int64_t r1,
+                std::vector<kernels::KvSpan>* out) {
+  out->clear();
+  int64_t base = 0;
+  for (const kernels::KvSpan& sp : spans) {
+    const int64_t lo = std::max(r0, base), hi = std::min(r1, base + sp.n_rows);
+    if (lo < hi) {
+      kernels::KvSpan s = sp;
+      s.k += (lo - base) * sp.k_stride;
+      s.v += (lo - base) * sp.v_stride;
+      s.n_rows = hi - lo;
+      out->push_back(s);
+    }
+    base += sp.n_rows;
+  }
+}
+
+// The unnormalized attention state of one (token, KV head) over one chunk of its rows.
+struct Partial {
+  std::vector<float> acc, m, l;
+  void Resize(int n_q, int head_dim) {
+    acc.resize(static_cast<size_t>(n_q) * head_dim);
+    m.resize(n_q);
+    l.resize(n_q);
+  }
+};
+
+// Attention with the query heads of a KV head computed together (each K/V row converted once),
+// over fixed chunks of kChunkRows visible rows merged in order, so that the result depends
+// neither on the batch nor on the thread count. Decode-sized batches spread the chunks of a
+// (token, KV head) over the threads (flash-decoding); larger batches give each thread whole
+// (token, KV head) pairs.
+void AttendGrouped(const ModelSpec& spec, int layer, const kv::KvView& view,
+                   const kv::KvPool& kv, const Visibility& vis, BlockScratch& s,
+                   ThreadPool* pool) {
+  constexpr int64_t kChunkRows = 256;
+  const int group = spec.n_heads / spec.n_kv_heads;
+  const int hd = spec.head_dim_k;
+  const float scale = spec.attn_scale();
+  const int window = spec.layers[layer].sliding_window;
+  const int64_t n_pairs = static_cast<int64_t>(s.n_tokens) * spec.n_kv_heads;
+  std::vector<std::vector<kernels::KvSpan>> spans(n_pairs);
+  std::vector<int64_t> first_chunk(n_pairs + 1, 0);
+  for (int64_t p = 0; p < n_pairs; ++p) {
+    CollectVisible(view, kv, layer, static_cast<int>(p % spec.n_kv_heads), window, vis,
+                   static_cast<int>(p / spec.n_kv_heads), &spans[p], nullptr);
+    int64_t rows = 0;
+    for (const kernels::KvSpan& sp : spans[p]) rows += sp.n_rows;
+    first_chunk[p + 1] = first_chunk[p] + std::max<int64_t>(1, (rows + kChunkRows - 1) / kChunkRows);
+  }
+  auto q_of = [&](int64_t p) {
+    return s.q.data() + static_cast<size_t>(p / spec.n_kv_heads) * spec.q_dim() +
+           static_cast<size_t>(p % spec.n_kv_heads) * group * hd;
+  };
+  auto out_of = [&](int64_t p) {
+    return s.attn.data() + (static_cast<size_t>(p) * group) * hd;
+  };
+  auto chunk = [&](int64_t p, int64_t c, std::vector<kernels::KvSpan>* slice, Partial* out) {
+    SliceSpans(spans[p], c * kChunkRows, (c + 1) * kChunkRows, slice);
+    out->Resize(group, hd);
+    kv.AttendPartial(q_of(p), group, slice->data(), static_cast<int>(slice->size()), scale,
+                     out->acc.data(), out->m.data(), out->l.data());
+  };
+  auto merge_and_finish = [&](int64_t p, Partial* first, auto next_partial) {
+    for (int64_t c = 1; c < first_chunk[p + 1] - first_chunk[p]; ++c) {
+      const Partial& b = next_partial(c);
+      kernels::MergeAttendPartial(group, hd, first->acc.data(), first->m.data(), first->l.data(),
+                                  b.acc.data(), b.m.data(), b.l.data());
+    }
+    kernels::FinishAttendPartial(group, hd, first->acc.data(), first->l.data(), out_of(p));
+  };
+
+  const int64_t n_chunks = first_chunk[n_pairs];
+  if (n_pairs >= 4 * pool->size() || n_chunks == n_pairs) {
+    pool->ParallelFor(n_pairs, 1, [&](int64_t begin, int64_t end) {
+      std::vector<kernels::KvSpan> slice;
+      Partial acc, next;
+      for (int64_t p = begin; p < end; ++p) {
+        chunk(p, 0, &slice, &acc);
+        merge_and_finish(p, &acc, [&](int64_t c) -> const Partial& {
+          chunk(p, c, &slice, &next);
+          return next;
+        });
+      }
+    });
+    return;
+  }
+  std::vector<Partial> partials(n_chunks);
+  std::vector<int64_t> pair_of(n_chunks);
+  for (int64_t p = 0; p < n_pairs; ++p) {
+    for (int64_t i = first_chunk[p]; i < first_chunk[p + 1]; ++i) pair_of[i] = p;
+  }
+  pool->ParallelFor(n_chunks, 1, [&](int64_t begin, int64_t end) {
+    std::vector<kernels::KvSpan> slice;
+    for (int64_t i = begin; i < end; ++i) {
+      chunk(pair_of[i], i - first_chunk[pair_of[i]], &slice, &partials[i]);
+    }
+  });
+  pool->ParallelFor(n_pairs, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t p = begin; p < end; ++p) {
+      merge_and_finish(p, &partials[first_chunk[p]], [&](int64_t c) -> const Partial& {
+        return partials[first_chunk[p] + c];
+      });
+    }
+  });
+}
+
+}  // namespace
+
 void Attend(const ModelSpec& spec, int layer, const kv::KvView& view, const kv::KvPool& kv,
             const Visibility& vis, BlockScratch& s, ThreadPool* pool) {
   const int group = spec.n_heads / spec.n_kv_heads;
@@ -128,6 +240,9 @@ void Attend(const ModelSpec& spec, int layer, const kv::KvView& view, const kv::
   const float scale = spec.attn_scale();
   const int window = spec.layers[layer].sliding_window;
   const int n = s.n_tokens;
+  if (kv.AttendPartialSupported() && spec.n_heads % spec.n_kv_heads == 0) {
+    return AttendGrouped(spec, layer, view, kv, vis, s, pool);
+  }
   // One task per (token, head) for balance at decode (few heads, two threads); collecting the
   // spans again per head is O(runs), small next to reading the rows.
   pool->ParallelFor(static_cast<int64_t>(n) * spec.n_heads, 1, [&](int64_t begin, int64_t end) {

@@ -624,6 +624,61 @@ INSTANTIATE_TEST_SUITE_P(
              VTypeName(std::get<1>(info.param));
     });
 
+// AttendPartial: several queries over the same f16 rows, the rows split into parts at any row and
+// merged in order, against the double-precision reference of each query.
+TEST(AttendPartial, GroupedSplitAndMergedMatchesReference) {
+  if (!AttendPartialSupported({KType::kF16, VType::kF16, 64})) GTEST_SKIP() << "no AVX2 here";
+  std::mt19937 rng(21);
+  for (int hd : {64, 128, 256}) {
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    const KvLayout layout{KType::kF16, VType::kF16, hd};
+    for (int64_t n : {1, 9, 300}) {
+      const StoredRows rows = MakeRows(
+          layout, SpanLengths(n, true), 2, kSplitPlacements, &rng,
+          [&](int64_t) { return Gaussian(&rng, hd, 1.0f); },
+          [&](int64_t) { return Gaussian(&rng, hd, 1.0f); });
+      const int n_q = 3;
+      std::vector<float> q;
+      for (int g = 0; g < n_q; ++g) {
+        const std::vector<float> qg = Gaussian(&rng, hd, 1.5f);
+        q.insert(q.end(), qg.begin(), qg.end());
+      }
+      for (int64_t cut : {int64_t{0}, n / 3, n}) {
+        // Part 1: the spans' rows [0, cut); part 2: [cut, n).
+        std::vector<KvSpan> a, b;
+        int64_t base = 0;
+        for (const KvSpan& sp : rows.spans) {
+          const int64_t take = std::clamp<int64_t>(cut - base, 0, sp.n_rows);
+          if (take > 0) a.push_back({sp.k, sp.v, take, sp.k_stride, sp.v_stride});
+          if (take < sp.n_rows) {
+            b.push_back({sp.k + take * sp.k_stride, sp.v + take * sp.v_stride, sp.n_rows - take,
+                         sp.k_stride, sp.v_stride});
+          }
+          base += sp.n_rows;
+        }
+        std::vector<float> acc(n_q * hd), acc2(n_q * hd), m(n_q), m2(n_q), l(n_q), l2(n_q);
+        AttendPartial(q.data(), n_q, layout, a.data(), static_cast<int>(a.size()), scale,
+                      acc.data(), m.data(), l.data());
+        AttendPartial(q.data(), n_q, layout, b.data(), static_cast<int>(b.size()), scale,
+                      acc2.data(), m2.data(), l2.data());
+        MergeAttendPartial(n_q, hd, acc.data(), m.data(), l.data(), acc2.data(), m2.data(),
+                           l2.data());
+        std::vector<float> out(n_q * hd);
+        FinishAttendPartial(n_q, hd, acc.data(), l.data(), out.data());
+        for (int g = 0; g < n_q; ++g) {
+          const std::vector<float> qg(q.begin() + g * hd, q.begin() + (g + 1) * hd);
+          std::string violation;
+          const Reference ref = Attend(qg, rows, scale, Isa::kAvx2, &violation);
+          for (int d = 0; d < hd; ++d) {
+            ASSERT_NEAR(out[g * hd + d], ref.out[d], 2 * ref.out_tol[d])
+                << Name(hd, n) << " cut " << cut << " query " << g << " dim " << d;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(KvLayout, RowBytes) {
   // head_dim 64: f16 128 B; Q8_0 2 x 34; Q4_0 2 x 18; Q4_1 2 x 20; kivi4 K 32 B of codes + f16
   // scale and min per channel shared by 32 rows (2 * 2 * 64 / 32 = 8 B).
