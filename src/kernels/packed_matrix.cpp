@@ -43,7 +43,8 @@ Format FormatOf(DType type) {
 // Element j of a 32-element block whose low nibbles hold elements 0..15 and high 16..31.
 inline int Nibble(const uint8_t* qs, int j) { return (qs[j % 16] >> (4 * (j / 16))) & 15; }
 
-void DecodeRow(DType type, const uint8_t* row, int64_t n, DecodedRow* out) {
+// Codes too unless scales_only (the scales and mins suffice to choose their storage).
+void DecodeRow(DType type, const uint8_t* row, int64_t n, DecodedRow* out, bool scales_only) {
   int8_t* q = out->codes.data();
   float* sc = out->scales.data();
   float* mn = out->mins.data();
@@ -51,7 +52,9 @@ void DecodeRow(DType type, const uint8_t* row, int64_t n, DecodedRow* out) {
     case DType::kQ4_0:
       for (int64_t b = 0; b < n / 32; ++b, q += 32) {
         const auto& blk = reinterpret_cast<const BlockQ4_0*>(row)[b];
-        for (int j = 0; j < 32; ++j) q[j] = static_cast<int8_t>(Nibble(blk.qs, j));
+        if (!scales_only) {
+          for (int j = 0; j < 32; ++j) q[j] = static_cast<int8_t>(Nibble(blk.qs, j));
+        }
         sc[b] = F16ToF32(blk.d);
         mn[b] = -8.0f * sc[b];
       }
@@ -59,7 +62,9 @@ void DecodeRow(DType type, const uint8_t* row, int64_t n, DecodedRow* out) {
     case DType::kQ4_1:
       for (int64_t b = 0; b < n / 32; ++b, q += 32) {
         const auto& blk = reinterpret_cast<const BlockQ4_1*>(row)[b];
-        for (int j = 0; j < 32; ++j) q[j] = static_cast<int8_t>(Nibble(blk.qs, j));
+        if (!scales_only) {
+          for (int j = 0; j < 32; ++j) q[j] = static_cast<int8_t>(Nibble(blk.qs, j));
+        }
         sc[b] = F16ToF32(blk.d);
         mn[b] = F16ToF32(blk.m);
       }
@@ -71,7 +76,9 @@ void DecodeRow(DType type, const uint8_t* row, int64_t n, DecodedRow* out) {
         const float d = F16ToF32(blk.d), dmin = F16ToF32(blk.dmin);
         for (int g = 0; g < 8; ++g, q += 32) {
           const uint8_t* qs = blk.qs + 32 * (g / 2);
-          for (int j = 0; j < 32; ++j) q[j] = static_cast<int8_t>((qs[j] >> (4 * (g % 2))) & 15);
+          for (int j = 0; j < 32 && !scales_only; ++j) {
+            q[j] = static_cast<int8_t>((qs[j] >> (4 * (g % 2))) & 15);
+          }
           sc[8 * s + g] = d * static_cast<float>(sm.scales[g]);
           mn[8 * s + g] = -(dmin * static_cast<float>(sm.mins[g]));
         }
@@ -80,7 +87,7 @@ void DecodeRow(DType type, const uint8_t* row, int64_t n, DecodedRow* out) {
     case DType::kQ8_0:
       for (int64_t b = 0; b < n / 32; ++b, q += 32) {
         const auto& blk = reinterpret_cast<const BlockQ8_0*>(row)[b];
-        std::memcpy(q, blk.qs, 32);
+        if (!scales_only) std::memcpy(q, blk.qs, 32);
         sc[b] = F16ToF32(blk.d);
         mn[b] = 0.0f;
       }
@@ -90,7 +97,7 @@ void DecodeRow(DType type, const uint8_t* row, int64_t n, DecodedRow* out) {
         const auto& blk = reinterpret_cast<const BlockQ5_0*>(row)[b];
         uint32_t qh;
         std::memcpy(&qh, blk.qh, 4);
-        for (int j = 0; j < 32; ++j) {
+        for (int j = 0; j < 32 && !scales_only; ++j) {
           q[j] = static_cast<int8_t>((Nibble(blk.qs, j) | (((qh >> j) & 1) << 4)) - 16);
         }
         sc[b] = F16ToF32(blk.d);
@@ -100,7 +107,7 @@ void DecodeRow(DType type, const uint8_t* row, int64_t n, DecodedRow* out) {
     case DType::kQ6_K:
       for (int64_t s = 0; s < n / kQK_K; ++s, q += kQK_K) {
         const auto& blk = reinterpret_cast<const BlockQ6_K*>(row)[s];
-        DecodeQ6K(blk, q);
+        if (!scales_only) DecodeQ6K(blk, q);
         const float d = F16ToF32(blk.d);
         for (int g = 0; g < 16; ++g) {
           sc[16 * s + g] = d * static_cast<float>(blk.scales[g]);
@@ -187,7 +194,7 @@ std::unique_ptr<PackedMatrix> Pack(const WeightMatrix& w, const SourceDone& done
                  std::vector<float>(n_sub)};
   bool f16 = true;
   for (int64_t r = 0, r0 = 0; r < w.n_out && f16;) {
-    DecodeRow(w.type, src + r * w.row_bytes, w.n_in, &row);
+    DecodeRow(w.type, src + r * w.row_bytes, w.n_in, &row, /*scales_only=*/true);
     for (int64_t b = 0; b < n_sub && f16; ++b) {
       f16 = ExactInF16(row.scales[b]) && ExactInF16(row.mins[b]);
     }
@@ -211,7 +218,7 @@ std::unique_ptr<PackedMatrix> Pack(const WeightMatrix& w, const SourceDone& done
   std::memset(data, 0, m->bytes());
 
   for (int64_t r = 0, r0 = 0; r < w.n_out; r0 = source_done(r0, ++r)) {
-    DecodeRow(w.type, src + r * w.row_bytes, w.n_in, &row);
+    DecodeRow(w.type, src + r * w.row_bytes, w.n_in, &row, /*scales_only=*/false);
     uint8_t* group = data + (r / kPackRows) * m->group_bytes();
     const int lane = static_cast<int>(r % kPackRows);
     for (int64_t b = 0; b < n_sub; ++b) {

@@ -1,8 +1,11 @@
 #include "model/model.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "core/fp16.h"
 #include "core/hash.h"
@@ -228,23 +231,35 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& path) {
 
 void Model::PackWeights() {
   if (!kernels::PackedKernelsEnabled()) return;
-  auto pack = [&](kernels::WeightMatrix* w) {
-    // The file's copy is read a few more times at most (embedding rows of a tied output).
-    std::unique_ptr<kernels::PackedMatrix> p =
-        kernels::Pack(*w, [&](const void* b, size_t n) { file_->DropPages(b, n); });
-    if (p == nullptr) return;
-    w->packed = p.get();
-    const size_t source_bytes = w->row_bytes * static_cast<size_t>(w->n_out);
-    packed_bytes_ += p->bytes();
-    packed_source_bytes_ += source_bytes;
-    packed_.push_back(std::move(p));
-  };
+  std::vector<kernels::WeightMatrix*> todo;
   for (LayerWeights& l : weights_.layers) {
     for (kernels::WeightMatrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
-      pack(w);
+      if (kernels::CanPack(w->type)) todo.push_back(w);
     }
   }
-  pack(&weights_.output);
+  if (kernels::CanPack(weights_.output.type)) todo.push_back(&weights_.output);
+  // Largest first, spread over a few threads (a load-time cost of ~2 ns per weight).
+  std::sort(todo.begin(), todo.end(), [](const auto* a, const auto* b) {
+    return a->row_bytes * a->n_out > b->row_bytes * b->n_out;
+  });
+  packed_.resize(todo.size());
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < todo.size();) {
+      // The file's copy is read a few more times at most (embedding rows of a tied output).
+      packed_[i] = kernels::Pack(*todo[i], [&](const void* b, size_t n) { file_->DropPages(b, n); });
+    }
+  };
+  const unsigned n_threads = std::clamp(std::thread::hardware_concurrency(), 1u, 4u);
+  std::vector<std::thread> threads;
+  for (unsigned t = 1; t < n_threads; ++t) threads.emplace_back(worker);
+  worker();
+  for (std::thread& t : threads) t.join();
+  for (size_t i = 0; i < todo.size(); ++i) {
+    todo[i]->packed = packed_[i].get();
+    packed_bytes_ += packed_[i]->bytes();
+    packed_source_bytes_ += todo[i]->row_bytes * static_cast<size_t>(todo[i]->n_out);
+  }
 }
 
 kv::KvGeometry Model::kv_geometry(int block_rows) const {
