@@ -280,6 +280,11 @@ void AttendPartial(const float* q, int n_q, const KvLayout& layout, const KvSpan
                    int n_spans, float scale, float* acc, float* m, float* l, Isa isa) {
   assert(AttendPartialSupported(layout, isa));
   (void)isa;
+#if defined(__x86_64__)
+  if (Avx512Enabled() && layout.head_dim % 16 == 0) {
+    return AttendF16GroupAvx512(q, n_q, layout.head_dim, spans, n_spans, scale, acc, m, l);
+  }
+#endif
   AttendF16GroupAvx2(q, n_q, layout.head_dim, spans, n_spans, scale, acc, m, l);
 }
 

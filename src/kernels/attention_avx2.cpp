@@ -105,7 +105,8 @@ void AttendGroup(const float* q, int n_q, int dim, const KvSpan* spans, int n_sp
   auto flush = [&] {
     ConvertRows<kDim>(k, n, head_dim, kf);
     ConvertRows<kDim>(v, n, head_dim, vf);
-    for (int g = 0; g < n_q; ++g) AddBlock<kDim>(q + g * head_dim, head_dim, kf, vf, n, scale, &st[g]);
+    for (int g = 0; g < n_q; ++g)
+      AddBlock<kDim>(q + g * head_dim, head_dim, kf, vf, n, scale, &st[g]);
     n = 0;
   };
   for (int sp = 0; sp < n_spans; ++sp) {

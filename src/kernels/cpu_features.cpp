@@ -31,11 +31,9 @@ Isa ActiveIsa() {
   return isa;
 }
 
-bool PackedKernelsEnabled() {
+bool Avx512Enabled() {
   static const bool enabled = [] {
 #if defined(__x86_64__)
-    const char* pack = std::getenv("KVMEM_PACK");
-    if (pack != nullptr && std::strcmp(pack, "0") == 0) return false;
     const char* isa = std::getenv("KVMEM_ISA");
     if (isa != nullptr && (std::strcmp(isa, "scalar") == 0 || std::strcmp(isa, "avx2") == 0)) {
       return false;
@@ -46,6 +44,14 @@ bool PackedKernelsEnabled() {
 #else
     return false;
 #endif
+  }();
+  return enabled;
+}
+
+bool PackedKernelsEnabled() {
+  static const bool enabled = [] {
+    const char* pack = std::getenv("KVMEM_PACK");
+    return Avx512Enabled() && !(pack != nullptr && std::strcmp(pack, "0") == 0);
   }();
   return enabled;
 }

@@ -13,8 +13,11 @@ bool CpuSupports(Isa isa);
 // supported. Computed once.
 Isa ActiveIsa();
 
-// True if this CPU runs the AVX-512 VNNI kernels of packed weights (kernels/packed_matrix.h) and
-// they are not switched off: KVMEM_PACK=0, or KVMEM_ISA=scalar/avx2. Computed once.
+// True if this CPU runs the AVX-512 (F, BW, VL, DQ, VNNI) kernels and KVMEM_ISA does not cap
+// the ISA at scalar or avx2. Computed once.
+bool Avx512Enabled();
+// Avx512Enabled() and KVMEM_PACK is not 0: weights are repacked at load for the VNNI kernels
+// (kernels/packed_matrix.h).
 bool PackedKernelsEnabled();
 
 }  // namespace kvmem::kernels

@@ -38,7 +38,6 @@ int64_t GroupGrain(int64_t n_groups, int n_threads) {
   return std::clamp<int64_t>(n_groups / (4 * static_cast<int64_t>(n_threads)), 1, 16);
 }
 
-
 #if defined(__x86_64__)
 void PackedMatMul(const PackedMatrix& m, const float* x, int64_t n_tokens, float* y,
                   ThreadPool* pool, Isa isa) {

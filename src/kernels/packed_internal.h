@@ -42,8 +42,8 @@ void SplitActivations(DType act_type, const void* quantized, int64_t n_in, uint8
 namespace avx512 {
 
 // y[t * y_stride + r] for tokens [0, n_tokens) and the rows of groups [g0, g1).
-void PackedMatMulGroups(const PackedMatrix& m, const PackedActs& acts, int64_t n_tokens,
-                        int64_t g0, int64_t g1, float* y, int64_t y_stride);
+void PackedMatMulGroups(const PackedMatrix& m, const PackedActs& acts, int64_t n_tokens, int64_t g0,
+                        int64_t g1, float* y, int64_t y_stride);
 
 }  // namespace avx512
 

@@ -44,8 +44,8 @@ inline void Store(float* y, __m512 v, int rows) {
 
 // kU4: 32-element sub-blocks, 4 chunks of 64 bytes, low nibbles elements 4c.., high 16 + 4c...
 template <int T, bool kF16>
-void GroupU4(const uint8_t* group, const PackedMatrix& m, const PackedActs& a, int64_t t0,
-             float* y, int64_t y_stride, int rows) {
+void GroupU4(const uint8_t* group, const PackedMatrix& m, const PackedActs& a, int64_t t0, float* y,
+             int64_t y_stride, int rows) {
   const int64_t n_sub = m.n_in() / 32;
   const size_t scale_bytes = kPackRows * (kF16 ? 2 : 4);
   const __m512i low4 = _mm512_set1_epi8(0x0F);
@@ -80,8 +80,8 @@ void GroupU4(const uint8_t* group, const PackedMatrix& m, const PackedActs& a, i
 // kS8: kBlock-element sub-blocks of signed codes times unsigned activations (codes + 128), less
 // 128 times each row's code sum.
 template <int T, bool kF16, int kBlock>
-void GroupS8(const uint8_t* group, const PackedMatrix& m, const PackedActs& a, int64_t t0,
-             float* y, int64_t y_stride, int rows) {
+void GroupS8(const uint8_t* group, const PackedMatrix& m, const PackedActs& a, int64_t t0, float* y,
+             int64_t y_stride, int rows) {
   const int64_t n_sub = m.n_in() / kBlock;
   constexpr size_t kCodeBytes = kPackRows * kBlock;
   constexpr size_t kScaleBytes = kPackRows * (kF16 ? 2 : 4);
@@ -101,8 +101,8 @@ void GroupS8(const uint8_t* group, const PackedMatrix& m, const PackedActs& a, i
       }
     }
     const __m512i bias = _mm512_slli_epi32(
-        _mm512_cvtepi16_epi32(_mm256_loadu_si256(
-            reinterpret_cast<const __m256i*>(tile + kCodeBytes + kScaleBytes))),
+        _mm512_cvtepi16_epi32(
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + kCodeBytes + kScaleBytes))),
         7);
     const __m512 scale = LoadScales<kF16>(tile + kCodeBytes);
     for (int t = 0; t < T; ++t) {
@@ -126,8 +126,8 @@ GroupFn Pick(const PackedMatrix& m) {
 
 }  // namespace
 
-void PackedMatMulGroups(const PackedMatrix& m, const PackedActs& acts, int64_t n_tokens,
-                        int64_t g0, int64_t g1, float* y, int64_t y_stride) {
+void PackedMatMulGroups(const PackedMatrix& m, const PackedActs& acts, int64_t n_tokens, int64_t g0,
+                        int64_t g1, float* y, int64_t y_stride) {
   const GroupFn fns[kMaxTile] = {Pick<1>(m), Pick<2>(m), Pick<3>(m), Pick<4>(m)};
   for (int64_t g = g0; g < g1; ++g) {
     const int rows = static_cast<int>(std::min<int64_t>(kPackRows, m.n_out() - g * kPackRows));

@@ -17,9 +17,9 @@ namespace {
 
 // One source row as integer codes with a scale and a min per sub-block: x = scale * q + min.
 struct DecodedRow {
-  std::vector<int8_t> codes;   // (n_in)
-  std::vector<float> scales;   // (n_in / block)
-  std::vector<float> mins;     // (n_in / block); zero for kS8
+  std::vector<int8_t> codes;  // (n_in)
+  std::vector<float> scales;  // (n_in / block)
+  std::vector<float> mins;    // (n_in / block); zero for kS8
 };
 
 struct Format {
@@ -180,7 +180,8 @@ std::unique_ptr<PackedMatrix> Pack(const WeightMatrix& w, const SourceDone& done
   const auto* src = static_cast<const uint8_t*>(w.data);
 
   // Rows [r0, r) are read for the last time in this pass.
-  const int64_t chunk_rows = std::max<int64_t>(1, (int64_t{4} << 20) / static_cast<int64_t>(w.row_bytes));
+  const int64_t chunk_rows =
+      std::max<int64_t>(1, (int64_t{4} << 20) / static_cast<int64_t>(w.row_bytes));
   auto source_done = [&](int64_t r0, int64_t r) {
     if (done && (r - r0 == chunk_rows || r == w.n_out)) {
       done(src + r0 * w.row_bytes, static_cast<size_t>(r - r0) * w.row_bytes);
@@ -190,8 +191,7 @@ std::unique_ptr<PackedMatrix> Pack(const WeightMatrix& w, const SourceDone& done
   };
 
   // fp16 scales only if every scale and min of the matrix survives the round trip.
-  DecodedRow row{std::vector<int8_t>(w.n_in), std::vector<float>(n_sub),
-                 std::vector<float>(n_sub)};
+  DecodedRow row{std::vector<int8_t>(w.n_in), std::vector<float>(n_sub), std::vector<float>(n_sub)};
   bool f16 = true;
   for (int64_t r = 0, r0 = 0; r < w.n_out && f16;) {
     DecodeRow(w.type, src + r * w.row_bytes, w.n_in, &row, /*scales_only=*/true);
@@ -208,7 +208,8 @@ std::unique_ptr<PackedMatrix> Pack(const WeightMatrix& w, const SourceDone& done
   m->n_in_ = w.n_in;
   m->n_out_ = w.n_out;
   m->act_type_ = GetTypeTraits(w.type, Isa::kScalar)->vec_dot_type;
-  const size_t code_bytes = static_cast<size_t>(kPackRows) * (f.kind == PackedKind::kU4 ? 16 : f.block);
+  const size_t code_bytes =
+      static_cast<size_t>(kPackRows) * (f.kind == PackedKind::kU4 ? 16 : f.block);
   const size_t scale_bytes = static_cast<size_t>(kPackRows) * (f16 ? 2 : 4);
   const size_t extra_bytes = f.kind == PackedKind::kU4 ? scale_bytes : kPackRows * 2;
   m->tile_bytes_ = (code_bytes + scale_bytes + extra_bytes + 63) / 64 * 64;
@@ -242,7 +243,8 @@ std::unique_ptr<PackedMatrix> Pack(const WeightMatrix& w, const SourceDone& done
 void PackedMatrix::DequantizeRow(int64_t r, float* out) const {
   const int lane = static_cast<int>(r % kPackRows);
   const uint8_t* g = group(r / kPackRows);
-  const size_t code_bytes = static_cast<size_t>(kPackRows) * (kind_ == PackedKind::kU4 ? 16 : block_);
+  const size_t code_bytes =
+      static_cast<size_t>(kPackRows) * (kind_ == PackedKind::kU4 ? 16 : block_);
   const size_t scale_bytes = static_cast<size_t>(kPackRows) * (f16_scales_ ? 2 : 4);
   for (int64_t b = 0; b < n_in_ / block_; ++b, out += block_) {
     const uint8_t* tile = g + b * tile_bytes_;
@@ -259,7 +261,8 @@ void PackedMatrix::DequantizeRow(int64_t r, float* out) const {
     } else {
       for (int c = 0; c < block_ / 4; ++c) {
         for (int j = 0; j < 4; ++j) {
-          out[4 * c + j] = scale * static_cast<float>(static_cast<int8_t>(tile[64 * c + 4 * lane + j]));
+          out[4 * c + j] =
+              scale * static_cast<float>(static_cast<int8_t>(tile[64 * c + 4 * lane + j]));
         }
       }
     }

@@ -46,7 +46,7 @@ inline constexpr int kPackRows = 16;
 class PackedMatrix {
  public:
   PackedKind kind() const { return kind_; }
-  int block() const { return block_; }                 // elements per sub-block: 32 or 16
+  int block() const { return block_; }  // elements per sub-block: 32 or 16
   bool f16_scales() const { return f16_scales_; }
   int64_t n_in() const { return n_in_; }
   int64_t n_out() const { return n_out_; }

@@ -24,10 +24,14 @@ float ModelSpec::attn_scale() const {
 
 const char* ArchName(Arch arch) {
   switch (arch) {
-    case Arch::kLlama: return "llama";
-    case Arch::kQwen2: return "qwen2";
-    case Arch::kQwen3: return "qwen3";
-    case Arch::kGemma3: return "gemma3";
+    case Arch::kLlama:
+      return "llama";
+    case Arch::kQwen2:
+      return "qwen2";
+    case Arch::kQwen3:
+      return "qwen3";
+    case Arch::kGemma3:
+      return "gemma3";
   }
   return "unknown";
 }
@@ -59,8 +63,8 @@ Result<int> ModelLoader::PositiveInt(Key key, int64_t max, std::optional<int64_t
   Result<int64_t> v = fallback ? f_.GetIntOr(key, *fallback) : f_.GetInt(key);
   if (!v.ok()) return v.status();
   if (*v <= 0 || *v > max) {
-    return Corrupt("metadata '" + f_.Name(key) + "' = " + std::to_string(*v) +
-                   " is outside [1, " + std::to_string(max) + "]");
+    return Corrupt("metadata '" + f_.Name(key) + "' = " + std::to_string(*v) + " is outside [1, " +
+                   std::to_string(max) + "]");
   }
   return static_cast<int>(*v);
 }
@@ -83,8 +87,7 @@ Status ModelLoader::ReadSpec(const Architecture& a, ModelSpec* s) {
   if (!f_.Has(Key::kKeyLength) && s->n_embd % s->n_heads != 0) {
     return Corrupt("embedding_length is not a multiple of head_count and key_length is absent");
   }
-  KVMEM_ASSIGN_OR_RETURN(s->head_dim_k,
-                         PositiveInt(Key::kKeyLength, 1024, s->n_embd / s->n_heads));
+  KVMEM_ASSIGN_OR_RETURN(s->head_dim_k, PositiveInt(Key::kKeyLength, 1024, s->n_embd / s->n_heads));
   KVMEM_ASSIGN_OR_RETURN(s->head_dim_v, PositiveInt(Key::kValueLength, 1024, s->head_dim_k));
   if (s->head_dim_v != s->head_dim_k) {
     return Unsupported("value_length " + std::to_string(s->head_dim_v) + " != key_length " +
@@ -247,7 +250,8 @@ void Model::PackWeights() {
   auto worker = [&] {
     for (size_t i; (i = next.fetch_add(1)) < todo.size();) {
       // The file's copy is read a few more times at most (embedding rows of a tied output).
-      packed_[i] = kernels::Pack(*todo[i], [&](const void* b, size_t n) { file_->DropPages(b, n); });
+      packed_[i] =
+          kernels::Pack(*todo[i], [&](const void* b, size_t n) { file_->DropPages(b, n); });
     }
   };
   const unsigned n_threads = std::clamp(std::thread::hardware_concurrency(), 1u, 4u);

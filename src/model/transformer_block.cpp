@@ -60,14 +60,13 @@ void ProjectQkv(const ModelSpec& spec, int layer, const LayerWeights& w, const f
     kernels::InitRopeCache(positions[t], spec.rope_dim, rope_base, &rope);
     kernels::RopeWithCache(s.q.data() + static_cast<size_t>(t) * spec.q_dim(), spec.n_heads, hd,
                            rope, spec.rope_mode);
-    kernels::RopeWithCache(s.k.data() + static_cast<size_t>(t) * spec.k_dim(), spec.n_kv_heads,
-                           hd, rope, spec.rope_mode);
+    kernels::RopeWithCache(s.k.data() + static_cast<size_t>(t) * spec.k_dim(), spec.n_kv_heads, hd,
+                           rope, spec.rope_mode);
   }
 }
 
 void StoreKv(const ModelSpec& spec, int layer, const BlockScratch& s,
-             std::span<const kv::RowRef> rows, std::span<const int64_t> positions,
-             kv::KvPool& kv) {
+             std::span<const kv::RowRef> rows, std::span<const int64_t> positions, kv::KvPool& kv) {
   for (int t = 0; t < s.n_tokens; ++t) {
     kv.WriteToken(rows[t], layer, s.k.data() + static_cast<size_t>(t) * spec.k_dim(),
                   s.v.data() + static_cast<size_t>(t) * spec.v_dim());
@@ -155,9 +154,8 @@ struct Partial {
 // neither on the batch nor on the thread count. Decode-sized batches spread the chunks of a
 // (token, KV head) over the threads (flash-decoding); larger batches give each thread whole
 // (token, KV head) pairs.
-void AttendGrouped(const ModelSpec& spec, int layer, const kv::KvView& view,
-                   const kv::KvPool& kv, const Visibility& vis, BlockScratch& s,
-                   ThreadPool* pool) {
+void AttendGrouped(const ModelSpec& spec, int layer, const kv::KvView& view, const kv::KvPool& kv,
+                   const Visibility& vis, BlockScratch& s, ThreadPool* pool) {
   constexpr int64_t kChunkRows = 256;
   const int group = spec.n_heads / spec.n_kv_heads;
   const int hd = spec.head_dim_k;
@@ -171,15 +169,14 @@ void AttendGrouped(const ModelSpec& spec, int layer, const kv::KvView& view,
                    static_cast<int>(p / spec.n_kv_heads), &spans[p], nullptr);
     int64_t rows = 0;
     for (const kernels::KvSpan& sp : spans[p]) rows += sp.n_rows;
-    first_chunk[p + 1] = first_chunk[p] + std::max<int64_t>(1, (rows + kChunkRows - 1) / kChunkRows);
+    first_chunk[p + 1] =
+        first_chunk[p] + std::max<int64_t>(1, (rows + kChunkRows - 1) / kChunkRows);
   }
   auto q_of = [&](int64_t p) {
     return s.q.data() + static_cast<size_t>(p / spec.n_kv_heads) * spec.q_dim() +
            static_cast<size_t>(p % spec.n_kv_heads) * group * hd;
   };
-  auto out_of = [&](int64_t p) {
-    return s.attn.data() + (static_cast<size_t>(p) * group) * hd;
-  };
+  auto out_of = [&](int64_t p) { return s.attn.data() + (static_cast<size_t>(p) * group) * hd; };
   auto chunk = [&](int64_t p, int64_t c, std::vector<kernels::KvSpan>* slice, Partial* out) {
     SliceSpans(spans[p], c * kChunkRows, (c + 1) * kChunkRows, slice);
     out->Resize(group, hd);
@@ -223,9 +220,8 @@ void AttendGrouped(const ModelSpec& spec, int layer, const kv::KvView& view,
   });
   pool->ParallelFor(n_pairs, 1, [&](int64_t begin, int64_t end) {
     for (int64_t p = begin; p < end; ++p) {
-      merge_and_finish(p, &partials[first_chunk[p]], [&](int64_t c) -> const Partial& {
-        return partials[first_chunk[p] + c];
-      });
+      merge_and_finish(p, &partials[first_chunk[p]],
+                       [&](int64_t c) -> const Partial& { return partials[first_chunk[p] + c]; });
     }
   });
 }

@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "core/fp16.h"
+#include "kernels/attention_internal.h"
 #include "kernels/cpu_features.h"
 #include "kernels/kivi.h"
 #include "kernels/quant_blocks.h"
@@ -625,53 +626,67 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 // AttendPartial: several queries over the same f16 rows, the rows split into parts at any row and
-// merged in order, against the double-precision reference of each query.
+// merged in order, against the double-precision reference of each query; both grouped kernels
+// (AVX2, and AVX-512 where this CPU has it), and the dispatching entry point.
+using GroupFn = void (*)(const float*, int, int, const KvSpan*, int, float, float*, float*, float*);
+
+void PartialByDispatch(const float* q, int n_q, int hd, const KvSpan* spans, int n_spans,
+                       float scale, float* acc, float* m, float* l) {
+  AttendPartial(q, n_q, {KType::kF16, VType::kF16, hd}, spans, n_spans, scale, acc, m, l);
+}
+
 TEST(AttendPartial, GroupedSplitAndMergedMatchesReference) {
   if (!AttendPartialSupported({KType::kF16, VType::kF16, 64})) GTEST_SKIP() << "no AVX2 here";
+  std::vector<GroupFn> kernels = {AttendF16GroupAvx2, PartialByDispatch};
+  if (Avx512Enabled()) kernels.push_back(AttendF16GroupAvx512);
   std::mt19937 rng(21);
-  for (int hd : {64, 128, 256}) {
-    const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-    const KvLayout layout{KType::kF16, VType::kF16, hd};
-    for (int64_t n : {1, 9, 300}) {
-      const StoredRows rows = MakeRows(
-          layout, SpanLengths(n, true), 2, kSplitPlacements, &rng,
-          [&](int64_t) { return Gaussian(&rng, hd, 1.0f); },
-          [&](int64_t) { return Gaussian(&rng, hd, 1.0f); });
-      const int n_q = 3;
-      std::vector<float> q;
-      for (int g = 0; g < n_q; ++g) {
-        const std::vector<float> qg = Gaussian(&rng, hd, 1.5f);
-        q.insert(q.end(), qg.begin(), qg.end());
-      }
-      for (int64_t cut : {int64_t{0}, n / 3, n}) {
-        // Part 1: the spans' rows [0, cut); part 2: [cut, n).
-        std::vector<KvSpan> a, b;
-        int64_t base = 0;
-        for (const KvSpan& sp : rows.spans) {
-          const int64_t take = std::clamp<int64_t>(cut - base, 0, sp.n_rows);
-          if (take > 0) a.push_back({sp.k, sp.v, take, sp.k_stride, sp.v_stride});
-          if (take < sp.n_rows) {
-            b.push_back({sp.k + take * sp.k_stride, sp.v + take * sp.v_stride, sp.n_rows - take,
-                         sp.k_stride, sp.v_stride});
-          }
-          base += sp.n_rows;
-        }
-        std::vector<float> acc(n_q * hd), acc2(n_q * hd), m(n_q), m2(n_q), l(n_q), l2(n_q);
-        AttendPartial(q.data(), n_q, layout, a.data(), static_cast<int>(a.size()), scale,
-                      acc.data(), m.data(), l.data());
-        AttendPartial(q.data(), n_q, layout, b.data(), static_cast<int>(b.size()), scale,
-                      acc2.data(), m2.data(), l2.data());
-        MergeAttendPartial(n_q, hd, acc.data(), m.data(), l.data(), acc2.data(), m2.data(),
-                           l2.data());
-        std::vector<float> out(n_q * hd);
-        FinishAttendPartial(n_q, hd, acc.data(), l.data(), out.data());
+  for (size_t kernel = 0; kernel < kernels.size(); ++kernel) {
+    SCOPED_TRACE("kernel " + std::to_string(kernel));
+    const GroupFn attend_partial = kernels[kernel];
+    for (int hd : {64, 128, 256}) {
+      const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+      const KvLayout layout{KType::kF16, VType::kF16, hd};
+      for (int64_t n : {1, 9, 300}) {
+        const StoredRows rows = MakeRows(
+            layout, SpanLengths(n, true), 2, kSplitPlacements, &rng,
+            [&](int64_t) { return Gaussian(&rng, hd, 1.0f); },
+            [&](int64_t) { return Gaussian(&rng, hd, 1.0f); });
+        const int n_q = 3;
+        std::vector<float> q;
         for (int g = 0; g < n_q; ++g) {
-          const std::vector<float> qg(q.begin() + g * hd, q.begin() + (g + 1) * hd);
-          std::string violation;
-          const Reference ref = Attend(qg, rows, scale, Isa::kAvx2, &violation);
-          for (int d = 0; d < hd; ++d) {
-            ASSERT_NEAR(out[g * hd + d], ref.out[d], 2 * ref.out_tol[d])
-                << Name(hd, n) << " cut " << cut << " query " << g << " dim " << d;
+          const std::vector<float> qg = Gaussian(&rng, hd, 1.5f);
+          q.insert(q.end(), qg.begin(), qg.end());
+        }
+        for (int64_t cut : {int64_t{0}, n / 3, n}) {
+          // Part 1: the spans' rows [0, cut); part 2: [cut, n).
+          std::vector<KvSpan> a, b;
+          int64_t base = 0;
+          for (const KvSpan& sp : rows.spans) {
+            const int64_t take = std::clamp<int64_t>(cut - base, 0, sp.n_rows);
+            if (take > 0) a.push_back({sp.k, sp.v, take, sp.k_stride, sp.v_stride});
+            if (take < sp.n_rows) {
+              b.push_back({sp.k + take * sp.k_stride, sp.v + take * sp.v_stride, sp.n_rows - take,
+                           sp.k_stride, sp.v_stride});
+            }
+            base += sp.n_rows;
+          }
+          std::vector<float> acc(n_q * hd), acc2(n_q * hd), m(n_q), m2(n_q), l(n_q), l2(n_q);
+          attend_partial(q.data(), n_q, hd, a.data(), static_cast<int>(a.size()), scale, acc.data(),
+                         m.data(), l.data());
+          attend_partial(q.data(), n_q, hd, b.data(), static_cast<int>(b.size()), scale,
+                         acc2.data(), m2.data(), l2.data());
+          MergeAttendPartial(n_q, hd, acc.data(), m.data(), l.data(), acc2.data(), m2.data(),
+                             l2.data());
+          std::vector<float> out(n_q * hd);
+          FinishAttendPartial(n_q, hd, acc.data(), l.data(), out.data());
+          for (int g = 0; g < n_q; ++g) {
+            const std::vector<float> qg(q.begin() + g * hd, q.begin() + (g + 1) * hd);
+            std::string violation;
+            const Reference ref = Attend(qg, rows, scale, Isa::kAvx2, &violation);
+            for (int d = 0; d < hd; ++d) {
+              ASSERT_NEAR(out[g * hd + d], ref.out[d], 2 * ref.out_tol[d])
+                  << Name(hd, n) << " cut " << cut << " query " << g << " dim " << d;
+            }
           }
         }
       }

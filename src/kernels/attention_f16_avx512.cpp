@@ -1,0 +1,148 @@
+// AVX-512 attention over f16 K and V for the query heads of one KV head: the AVX2 kernel's
+// structure (attention_avx2.cpp) sixteen rows and sixteen dimensions at a time — each block of
+// 16 K and V rows converted to f32 once for all queries; per query, 16 dot products accumulated in
+// zmm lanes and reduced together, one running-max update and one vector exp per block, the V rows
+// added with the block's weights. Requires head_dim % 16 == 0.
+#if defined(__x86_64__)
+
+// GCC 12's AVX-512 intrinsics start from _mm512_undefined_*() and trip -Wmaybe-uninitialized.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "kernels/attention_internal.h"
+#include "kernels/vec_math_avx2.h"
+
+namespace kvmem::kernels {
+namespace {
+
+constexpr int kBlock = 16;
+
+// Lane r is the sum of the lanes of v[r].
+inline __m512 Hsum16(const __m512 v[kBlock]) {
+  __m256 h[kBlock];
+  for (int r = 0; r < kBlock; ++r) {
+    h[r] = _mm256_add_ps(_mm512_castps512_ps256(v[r]), _mm512_extractf32x8_ps(v[r], 1));
+  }
+  return _mm512_insertf32x8(_mm512_castps256_ps512(avx2::Hsum8(h)), avx2::Hsum8(h + 8), 1);
+}
+
+inline __m512 Exp16(__m512 x) {
+  const __m256 lo = avx2::Exp(_mm512_castps512_ps256(x));
+  const __m256 hi = avx2::Exp(_mm512_extractf32x8_ps(x, 1));
+  return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
+}
+
+// Rows n..15 repeat row n - 1, so every lane reads finite values (their scores are masked).
+template <int kDim>
+void ConvertRows(const uint8_t* const* rows, int n, int head_dim, float* dst) {
+  const int hd = kDim > 0 ? kDim : head_dim;
+  for (int r = 0; r < kBlock; ++r) {
+    const uint8_t* row = rows[r < n ? r : n - 1];
+    for (int d = 0; d < hd; d += 16) {
+      const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * d));
+      _mm512_store_ps(dst + r * hd + d, _mm512_cvtph_ps(h));
+    }
+  }
+}
+
+struct Running {
+  float m = -INFINITY;
+  float l = 0.0f;
+};
+
+template <int kDim>
+void AddBlock(const float* q, int head_dim, const float* k, const float* v, int n, float scale,
+              float* acc, Running* st) {
+  const int hd = kDim > 0 ? kDim : head_dim;
+  __m512 dots[kBlock];
+  for (int r = 0; r < kBlock; ++r) dots[r] = _mm512_setzero_ps();
+  for (int d = 0; d < hd; d += 16) {
+    const __m512 qv = _mm512_loadu_ps(q + d);
+    for (int r = 0; r < kBlock; ++r) {
+      dots[r] = _mm512_fmadd_ps(_mm512_load_ps(k + r * hd + d), qv, dots[r]);
+    }
+  }
+  const __mmask16 live = static_cast<__mmask16>((1u << n) - 1);
+  const __m512 s = _mm512_mask_blend_ps(live, _mm512_set1_ps(-INFINITY),
+                                        _mm512_mul_ps(Hsum16(dots), _mm512_set1_ps(scale)));
+  const float block_max = _mm512_reduce_max_ps(s);
+  if (block_max > st->m) {
+    const float alpha = std::exp(st->m - block_max);
+    st->m = block_max;
+    st->l *= alpha;
+    const __m512 va = _mm512_set1_ps(alpha);
+    for (int d = 0; d < hd; d += 16) {
+      _mm512_storeu_ps(acc + d, _mm512_mul_ps(_mm512_loadu_ps(acc + d), va));
+    }
+  }
+  const __m512 p = _mm512_maskz_mov_ps(live, Exp16(_mm512_sub_ps(s, _mm512_set1_ps(st->m))));
+  st->l += _mm512_reduce_add_ps(p);
+  alignas(64) float pw[kBlock];
+  _mm512_store_ps(pw, p);
+  for (int d = 0; d < hd; d += 16) {
+    __m512 o = _mm512_loadu_ps(acc + d);
+    for (int r = 0; r < kBlock; ++r) {
+      o = _mm512_fmadd_ps(_mm512_set1_ps(pw[r]), _mm512_load_ps(v + r * hd + d), o);
+    }
+    _mm512_storeu_ps(acc + d, o);
+  }
+}
+
+template <int kDim>
+void AttendGroup(const float* q, int n_q, int head_dim, const KvSpan* spans, int n_spans,
+                 float scale, float* acc, float* m, float* l) {
+  const int hd = kDim > 0 ? kDim : head_dim;
+  alignas(64) float kf[kBlock * kAttendStackDim];
+  alignas(64) float vf[kBlock * kAttendStackDim];
+  std::memset(acc, 0, sizeof(float) * n_q * hd);
+  std::vector<Running> st(n_q);
+  const uint8_t* k[kBlock];
+  const uint8_t* v[kBlock];
+  int n = 0;
+  auto flush = [&] {
+    ConvertRows<kDim>(k, n, hd, kf);
+    ConvertRows<kDim>(v, n, hd, vf);
+    for (int g = 0; g < n_q; ++g) {
+      AddBlock<kDim>(q + g * hd, hd, kf, vf, n, scale, acc + g * hd, &st[g]);
+    }
+    n = 0;
+  };
+  for (int sp = 0; sp < n_spans; ++sp) {
+    const KvSpan& span = spans[sp];
+    for (int64_t j = 0; j < span.n_rows; ++j) {
+      k[n] = span.k + j * span.k_stride;
+      v[n] = span.v + j * span.v_stride;
+      if (++n == kBlock) flush();
+    }
+  }
+  if (n > 0) flush();
+  for (int g = 0; g < n_q; ++g) {
+    m[g] = st[g].m;
+    l[g] = st[g].l;
+  }
+}
+
+}  // namespace
+
+void AttendF16GroupAvx512(const float* q, int n_q, int head_dim, const KvSpan* spans, int n_spans,
+                          float scale, float* acc, float* m, float* l) {
+  switch (head_dim) {
+    case 64:
+      return AttendGroup<64>(q, n_q, head_dim, spans, n_spans, scale, acc, m, l);
+    case 128:
+      return AttendGroup<128>(q, n_q, head_dim, spans, n_spans, scale, acc, m, l);
+    case 256:
+      return AttendGroup<256>(q, n_q, head_dim, spans, n_spans, scale, acc, m, l);
+    default:
+      return AttendGroup<0>(q, n_q, head_dim, spans, n_spans, scale, acc, m, l);
+  }
+}
+
+}  // namespace kvmem::kernels
+
+#endif  // __x86_64__
