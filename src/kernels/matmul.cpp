@@ -136,6 +136,7 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, T
 }
 
 void DequantizeRow(const WeightMatrix& w, int64_t row, float* out, Isa isa) {
+  if (w.packed != nullptr) return w.packed->DequantizeRow(row, out);  // the same values
   const TypeTraits& t = TraitsOrDie(w.type, isa);
   const auto* data = static_cast<const uint8_t*>(w.data) + row * static_cast<int64_t>(w.row_bytes);
   t.to_float(data, out, w.n_in);

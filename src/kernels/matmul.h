@@ -34,7 +34,8 @@ struct WeightMatrix {
 void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool,
             Isa isa = ActiveIsa());
 
-// One row of W, dequantized to floats (embedding lookup).
+// One row of W, dequantized to floats (embedding lookup); from the packed copy when there is one
+// (bit-identical values), so a tied embedding table packed as the LM head is not read again.
 void DequantizeRow(const WeightMatrix& w, int64_t row, float* out, Isa isa = ActiveIsa());
 
 }  // namespace kvmem::kernels

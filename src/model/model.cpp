@@ -264,6 +264,8 @@ void Model::PackWeights() {
     packed_bytes_ += packed_[i]->bytes();
     packed_source_bytes_ += todo[i]->row_bytes * static_cast<size_t>(todo[i]->n_out);
   }
+  // A tied table's embedding rows come from the LM head's packed copy (the same values).
+  if (spec_.tied_output) weights_.tok_embd.packed = weights_.output.packed;
 }
 
 kv::KvGeometry Model::kv_geometry(int block_rows) const {
