@@ -271,9 +271,18 @@ void Attend(const float* q, const KvLayout& layout, const KvSpan* spans, int n_s
   AttendScalar(q, layout, spans, n_spans, scale, out);
 }
 
+bool AttendGroupAvx512Supported(const KvLayout& layout) {
+  const bool k_ok = layout.k == KType::kF16 || layout.k == KType::kQ8_0;
+  const bool v_ok = layout.v == VType::kF16 || layout.v == VType::kQ8_0;
+  return Avx512Enabled() && k_ok && v_ok && KvLayoutValid(layout) && layout.head_dim % 16 == 0 &&
+         layout.head_dim <= kAttendStackDim;
+}
+
 bool AttendPartialSupported(const KvLayout& layout, Isa isa) {
-  return isa == Isa::kAvx2 && layout.k == KType::kF16 && layout.v == VType::kF16 &&
-         layout.head_dim % 8 == 0 && layout.head_dim <= kAttendStackDim;
+  if (isa != Isa::kAvx2) return false;
+  if (AttendGroupAvx512Supported(layout)) return true;
+  return layout.k == KType::kF16 && layout.v == VType::kF16 && layout.head_dim % 8 == 0 &&
+         layout.head_dim <= kAttendStackDim;
 }
 
 void AttendPartial(const float* q, int n_q, const KvLayout& layout, const KvSpan* spans,
@@ -281,8 +290,8 @@ void AttendPartial(const float* q, int n_q, const KvLayout& layout, const KvSpan
   assert(AttendPartialSupported(layout, isa));
   (void)isa;
 #if defined(__x86_64__)
-  if (Avx512Enabled() && layout.head_dim % 16 == 0) {
-    return AttendF16GroupAvx512(q, n_q, layout.head_dim, spans, n_spans, scale, acc, m, l);
+  if (AttendGroupAvx512Supported(layout)) {
+    return AttendGroupAvx512(q, n_q, layout, spans, n_spans, scale, acc, m, l);
   }
 #endif
   AttendF16GroupAvx2(q, n_q, layout.head_dim, spans, n_spans, scale, acc, m, l);

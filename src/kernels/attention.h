@@ -75,8 +75,9 @@ void Attend(const float* q, const KvLayout& layout, const KvSpan* spans, int n_s
 // (consecutive in q, head_dim each) over the same rows — per query g, m[g] the largest score,
 // l[g] = sum_j exp(s_j - m[g]), acc[g] = sum_j exp(s_j - m[g]) v_j (head_dim floats) — so that
 // acc / l is Attend's output, and states of consecutive row ranges merge exactly. No rows: m =
-// -inf, l = 0, acc = 0. Only where AttendPartialSupported (f16 K and V, AVX2): the query heads of
-// a KV head then share one conversion of each row.
+// -inf, l = 0, acc = 0. Only where AttendPartialSupported: f16 K and V with AVX2, or f16 / q8_0
+// K and V with AVX-512; the query heads of a KV head then share one conversion of each row, and
+// q8_0 K is converted exactly to f32 (q is not quantized, unlike Attend's).
 bool AttendPartialSupported(const KvLayout& layout, Isa isa = ActiveIsa());
 void AttendPartial(const float* q, int n_q, const KvLayout& layout, const KvSpan* spans,
                    int n_spans, float scale, float* acc, float* m, float* l,

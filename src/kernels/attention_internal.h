@@ -29,10 +29,11 @@ void AttendF16Avx2(const float* q, int head_dim, const KvSpan* spans, int n_span
 // rows; same requirements.
 void AttendF16GroupAvx2(const float* q, int n_q, int head_dim, const KvSpan* spans, int n_spans,
                         float scale, float* acc, float* m, float* l);
-// The same with AVX-512 (F, DQ), sixteen rows at a time; requires Avx512Enabled() and
-// head_dim % 16 == 0.
-void AttendF16GroupAvx512(const float* q, int n_q, int head_dim, const KvSpan* spans,
-                          int n_spans, float scale, float* acc, float* m, float* l);
+// The same with AVX-512 (F, DQ), sixteen rows at a time, over f16 or q8_0 K and V
+// (AttendGroupAvx512Supported).
+bool AttendGroupAvx512Supported(const KvLayout& layout);
+void AttendGroupAvx512(const float* q, int n_q, const KvLayout& layout, const KvSpan* spans,
+                       int n_spans, float scale, float* acc, float* m, float* l);
 // Any layout with a quantized K or V; requires head_dim <= kAttendStackDim.
 void AttendQuantAvx2(const float* q, const KvLayout& layout, const KvSpan* spans, int n_spans,
                      float scale, float* out);

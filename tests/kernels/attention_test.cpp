@@ -35,6 +35,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <string>
 #include <tuple>
@@ -237,7 +238,8 @@ struct Score {
   double s = 0, mag = 0;
 };
 
-// q8: q quantized to Q8_0 by the ISA's quantizer (used for q8_0 / q4_0 K).
+// q8: q quantized to Q8_0 by the ISA's quantizer (used for q8_0 / q4_0 K); empty where the kernel
+// scores f32 q against the dequantized rows.
 Score EffectiveScore(const std::vector<float>& q, const std::vector<BlockQ8_0>& q8,
                      const KvLayout& L, const DecodedRow& row, std::string* bound_violation) {
   const int hd = L.head_dim;
@@ -245,7 +247,8 @@ Score EffectiveScore(const std::vector<float>& q, const std::vector<BlockQ8_0>& 
   double exact = 0;
   for (int d = 0; d < hd; ++d) exact += double{q[d]} * row.k[d];
   double bound = 0;
-  if (L.k == KType::kF16 || (L.k == KType::kKivi4 && row.kivi_group == nullptr)) {
+  if (L.k == KType::kF16 || (L.k == KType::kKivi4 && row.kivi_group == nullptr) ||
+      (L.k != KType::kKivi4 && q8.empty())) {
     sc.s = exact;
     for (int d = 0; d < hd; ++d) sc.mag += std::fabs(double{q[d]} * row.k[d]);
     return sc;
@@ -301,13 +304,16 @@ Score EffectiveScore(const std::vector<float>& q, const std::vector<BlockQ8_0>& 
   return sc;
 }
 
+// exact_q: the kernel scores f32 q against the dequantized K rows (the grouped kernels), rather
+// than q quantized to Q8_0 by isa's quantizer (Attend's kernels for q8_0 / q4_0 K).
 Reference Attend(const std::vector<float>& q, const StoredRows& rows, float scale, Isa isa,
-                 std::string* bound_violation) {
+                 std::string* bound_violation, bool exact_q = false) {
   const int hd = rows.layout.head_dim;
   const std::vector<DecodedRow> decoded = Decode(rows);
   const int64_t n = static_cast<int64_t>(decoded.size());
-  std::vector<BlockQ8_0> q8(hd / 32);
-  if (rows.layout.k == KType::kQ8_0 || rows.layout.k == KType::kQ4_0) {
+  std::vector<BlockQ8_0> q8;
+  if (!exact_q && (rows.layout.k == KType::kQ8_0 || rows.layout.k == KType::kQ4_0)) {
+    q8.resize(hd / 32);
     GetTypeTraits(DType::kQ8_0, isa)->from_float(q.data(), q8.data(), hd);
   }
   Reference ref;
@@ -625,67 +631,90 @@ INSTANTIATE_TEST_SUITE_P(
              VTypeName(std::get<1>(info.param));
     });
 
-// AttendPartial: several queries over the same f16 rows, the rows split into parts at any row and
-// merged in order, against the double-precision reference of each query; both grouped kernels
-// (AVX2, and AVX-512 where this CPU has it), and the dispatching entry point.
-using GroupFn = void (*)(const float*, int, int, const KvSpan*, int, float, float*, float*, float*);
-
-void PartialByDispatch(const float* q, int n_q, int hd, const KvSpan* spans, int n_spans,
-                       float scale, float* acc, float* m, float* l) {
-  AttendPartial(q, n_q, {KType::kF16, VType::kF16, hd}, spans, n_spans, scale, acc, m, l);
-}
+// AttendPartial: several queries over the same rows, the rows split into parts at any row and
+// merged in order, against the double-precision reference of each query: the AVX2 grouped kernel
+// (f16), the AVX-512 one (f16 and q8_0 K and V, where this CPU has it), and the dispatching entry
+// point.
+using GroupFn = std::function<void(const float*, int, const KvLayout&, const KvSpan*, int, float,
+                                   float*, float*, float*)>;
 
 TEST(AttendPartial, GroupedSplitAndMergedMatchesReference) {
   if (!AttendPartialSupported({KType::kF16, VType::kF16, 64})) GTEST_SKIP() << "no AVX2 here";
-  std::vector<GroupFn> kernels = {AttendF16GroupAvx2, PartialByDispatch};
-  if (Avx512Enabled()) kernels.push_back(AttendF16GroupAvx512);
+  struct Kernel {
+    std::string name;
+    GroupFn fn;
+    std::vector<std::pair<KType, VType>> types;
+  };
+  const std::vector<std::pair<KType, VType>> f16_only = {{KType::kF16, VType::kF16}};
+  const std::vector<std::pair<KType, VType>> with_q8 = {{KType::kF16, VType::kF16},
+                                                        {KType::kQ8_0, VType::kQ8_0},
+                                                        {KType::kQ8_0, VType::kF16},
+                                                        {KType::kF16, VType::kQ8_0}};
+  std::vector<Kernel> kernels = {
+      {"avx2",
+       [](const float* q, int n_q, const KvLayout& L, const KvSpan* sp, int n_sp, float scale,
+          float* acc, float* m, float* l) {
+         AttendF16GroupAvx2(q, n_q, L.head_dim, sp, n_sp, scale, acc, m, l);
+       },
+       f16_only},
+      {"dispatch",
+       [](const float* q, int n_q, const KvLayout& L, const KvSpan* sp, int n_sp, float scale,
+          float* acc, float* m, float* l) {
+         AttendPartial(q, n_q, L, sp, n_sp, scale, acc, m, l);
+       },
+       Avx512Enabled() ? with_q8 : f16_only}};
+  if (Avx512Enabled()) kernels.push_back({"avx512", AttendGroupAvx512, with_q8});
+  // Without AVX-512, q8_0 layouts are not taken by the grouped path.
+  EXPECT_EQ(AttendPartialSupported({KType::kQ8_0, VType::kQ8_0, 64}), Avx512Enabled());
+  EXPECT_FALSE(AttendPartialSupported({KType::kQ4_0, VType::kQ8_0, 64}));
   std::mt19937 rng(21);
-  for (size_t kernel = 0; kernel < kernels.size(); ++kernel) {
-    SCOPED_TRACE("kernel " + std::to_string(kernel));
-    const GroupFn attend_partial = kernels[kernel];
-    for (int hd : {64, 128, 256}) {
-      const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-      const KvLayout layout{KType::kF16, VType::kF16, hd};
-      for (int64_t n : {1, 9, 300}) {
-        const StoredRows rows = MakeRows(
-            layout, SpanLengths(n, true), 2, kSplitPlacements, &rng,
-            [&](int64_t) { return Gaussian(&rng, hd, 1.0f); },
-            [&](int64_t) { return Gaussian(&rng, hd, 1.0f); });
-        const int n_q = 3;
-        std::vector<float> q;
-        for (int g = 0; g < n_q; ++g) {
-          const std::vector<float> qg = Gaussian(&rng, hd, 1.5f);
-          q.insert(q.end(), qg.begin(), qg.end());
-        }
-        for (int64_t cut : {int64_t{0}, n / 3, n}) {
-          // Part 1: the spans' rows [0, cut); part 2: [cut, n).
-          std::vector<KvSpan> a, b;
-          int64_t base = 0;
-          for (const KvSpan& sp : rows.spans) {
-            const int64_t take = std::clamp<int64_t>(cut - base, 0, sp.n_rows);
-            if (take > 0) a.push_back({sp.k, sp.v, take, sp.k_stride, sp.v_stride});
-            if (take < sp.n_rows) {
-              b.push_back({sp.k + take * sp.k_stride, sp.v + take * sp.v_stride, sp.n_rows - take,
-                           sp.k_stride, sp.v_stride});
-            }
-            base += sp.n_rows;
-          }
-          std::vector<float> acc(n_q * hd), acc2(n_q * hd), m(n_q), m2(n_q), l(n_q), l2(n_q);
-          attend_partial(q.data(), n_q, hd, a.data(), static_cast<int>(a.size()), scale, acc.data(),
-                         m.data(), l.data());
-          attend_partial(q.data(), n_q, hd, b.data(), static_cast<int>(b.size()), scale,
-                         acc2.data(), m2.data(), l2.data());
-          MergeAttendPartial(n_q, hd, acc.data(), m.data(), l.data(), acc2.data(), m2.data(),
-                             l2.data());
-          std::vector<float> out(n_q * hd);
-          FinishAttendPartial(n_q, hd, acc.data(), l.data(), out.data());
+  for (const Kernel& kernel : kernels) {
+    for (const auto& [kt, vt] : kernel.types) {
+      SCOPED_TRACE(kernel.name + " K " + KTypeName(kt) + " V " + VTypeName(vt));
+      for (int hd : {64, 128, 256}) {
+        const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+        const KvLayout layout{kt, vt, hd};
+        for (int64_t n : {1, 9, 300}) {
+          const StoredRows rows = MakeRows(
+              layout, SpanLengths(n, true), 2, kSplitPlacements, &rng,
+              [&](int64_t) { return Gaussian(&rng, hd, 1.0f); },
+              [&](int64_t) { return Gaussian(&rng, hd, 1.0f); });
+          const int n_q = 3;
+          std::vector<float> q;
           for (int g = 0; g < n_q; ++g) {
-            const std::vector<float> qg(q.begin() + g * hd, q.begin() + (g + 1) * hd);
-            std::string violation;
-            const Reference ref = Attend(qg, rows, scale, Isa::kAvx2, &violation);
-            for (int d = 0; d < hd; ++d) {
-              ASSERT_NEAR(out[g * hd + d], ref.out[d], 2 * ref.out_tol[d])
-                  << Name(hd, n) << " cut " << cut << " query " << g << " dim " << d;
+            const std::vector<float> qg = Gaussian(&rng, hd, 1.5f);
+            q.insert(q.end(), qg.begin(), qg.end());
+          }
+          for (int64_t cut : {int64_t{0}, n / 3, n}) {
+            // Part 1: the spans' rows [0, cut); part 2: [cut, n).
+            std::vector<KvSpan> a, b;
+            int64_t base = 0;
+            for (const KvSpan& sp : rows.spans) {
+              const int64_t take = std::clamp<int64_t>(cut - base, 0, sp.n_rows);
+              if (take > 0) a.push_back({sp.k, sp.v, take, sp.k_stride, sp.v_stride});
+              if (take < sp.n_rows) {
+                b.push_back({sp.k + take * sp.k_stride, sp.v + take * sp.v_stride,
+                             sp.n_rows - take, sp.k_stride, sp.v_stride});
+              }
+              base += sp.n_rows;
+            }
+            std::vector<float> acc(n_q * hd), acc2(n_q * hd), m(n_q), m2(n_q), l(n_q), l2(n_q);
+            kernel.fn(q.data(), n_q, layout, a.data(), static_cast<int>(a.size()), scale,
+                      acc.data(), m.data(), l.data());
+            kernel.fn(q.data(), n_q, layout, b.data(), static_cast<int>(b.size()), scale,
+                      acc2.data(), m2.data(), l2.data());
+            MergeAttendPartial(n_q, hd, acc.data(), m.data(), l.data(), acc2.data(), m2.data(),
+                               l2.data());
+            std::vector<float> out(n_q * hd);
+            FinishAttendPartial(n_q, hd, acc.data(), l.data(), out.data());
+            for (int g = 0; g < n_q; ++g) {
+              const std::vector<float> qg(q.begin() + g * hd, q.begin() + (g + 1) * hd);
+              std::string violation;
+              const Reference ref = Attend(qg, rows, scale, Isa::kAvx2, &violation, true);
+              for (int d = 0; d < hd; ++d) {
+                ASSERT_NEAR(out[g * hd + d], ref.out[d], 2 * ref.out_tol[d])
+                    << Name(hd, n) << " cut " << cut << " query " << g << " dim " << d;
+              }
             }
           }
         }

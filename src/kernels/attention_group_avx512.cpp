@@ -1,8 +1,10 @@
-// AVX-512 attention over f16 K and V for the query heads of one KV head: the AVX2 kernel's
-// structure (attention_avx2.cpp) sixteen rows and sixteen dimensions at a time — each block of
-// 16 K and V rows converted to f32 once for all queries; per query, 16 dot products accumulated in
-// zmm lanes and reduced together, one running-max update and one vector exp per block, the V rows
-// added with the block's weights. Requires head_dim % 16 == 0.
+// AVX-512 attention over f16 or q8_0 K and V for the query heads of one KV head: the AVX2
+// kernel's structure (attention_avx2.cpp) sixteen rows and sixteen dimensions at a time — each
+// block of 16 K and V rows converted to f32 once for all queries; per query, 16 dot products
+// accumulated in zmm lanes and reduced together, one running-max update and one vector exp per
+// block, the V rows added with the block's weights. A q8_0 row converts exactly (an f16 scale
+// times an int8 fits f32's mantissa), so q stays f32 and, unlike the per-head kernels, carries no
+// quantization error. Requires head_dim % 16 == 0 (% 32 for q8_0).
 #if defined(__x86_64__)
 
 // GCC 12's AVX-512 intrinsics start from _mm512_undefined_*() and trip -Wmaybe-uninitialized.
@@ -38,14 +40,30 @@ inline __m512 Exp16(__m512 x) {
 }
 
 // Rows n..15 repeat row n - 1, so every lane reads finite values (their scores are masked).
-template <int kDim>
+// kQ8: ggml Q8_0 rows (per 32 values an f16 scale, then 32 int8 codes); else f16 rows.
+template <int kDim, bool kQ8>
 void ConvertRows(const uint8_t* const* rows, int n, int head_dim, float* dst) {
   const int hd = kDim > 0 ? kDim : head_dim;
   for (int r = 0; r < kBlock; ++r) {
     const uint8_t* row = rows[r < n ? r : n - 1];
-    for (int d = 0; d < hd; d += 16) {
-      const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * d));
-      _mm512_store_ps(dst + r * hd + d, _mm512_cvtph_ps(h));
+    float* out = dst + r * hd;
+    if constexpr (kQ8) {
+      for (int d = 0; d < hd; d += 32) {
+        const uint8_t* block = row + (d / 32) * (2 + 32);
+        uint16_t bits;
+        std::memcpy(&bits, block, 2);
+        const __m512 scale = _mm512_set1_ps(_cvtsh_ss(bits));
+        for (int h = 0; h < 32; h += 16) {
+          const __m128i codes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2 + h));
+          _mm512_store_ps(out + d + h,
+                          _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(codes)), scale));
+        }
+      }
+    } else {
+      for (int d = 0; d < hd; d += 16) {
+        const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * d));
+        _mm512_store_ps(out + d, _mm512_cvtph_ps(h));
+      }
     }
   }
 }
@@ -93,7 +111,7 @@ void AddBlock(const float* q, int head_dim, const float* k, const float* v, int 
   }
 }
 
-template <int kDim>
+template <int kDim, bool kKQ8, bool kVQ8>
 void AttendGroup(const float* q, int n_q, int head_dim, const KvSpan* spans, int n_spans,
                  float scale, float* acc, float* m, float* l) {
   const int hd = kDim > 0 ? kDim : head_dim;
@@ -105,8 +123,8 @@ void AttendGroup(const float* q, int n_q, int head_dim, const KvSpan* spans, int
   const uint8_t* v[kBlock];
   int n = 0;
   auto flush = [&] {
-    ConvertRows<kDim>(k, n, hd, kf);
-    ConvertRows<kDim>(v, n, hd, vf);
+    ConvertRows<kDim, kKQ8>(k, n, hd, kf);
+    ConvertRows<kDim, kVQ8>(v, n, hd, vf);
     for (int g = 0; g < n_q; ++g) {
       AddBlock<kDim>(q + g * hd, hd, kf, vf, n, scale, acc + g * hd, &st[g]);
     }
@@ -127,20 +145,31 @@ void AttendGroup(const float* q, int n_q, int head_dim, const KvSpan* spans, int
   }
 }
 
-}  // namespace
-
-void AttendF16GroupAvx512(const float* q, int n_q, int head_dim, const KvSpan* spans, int n_spans,
-                          float scale, float* acc, float* m, float* l) {
+template <bool kKQ8, bool kVQ8>
+void AttendGroupDims(const float* q, int n_q, int head_dim, const KvSpan* spans, int n_spans,
+                     float scale, float* acc, float* m, float* l) {
   switch (head_dim) {
     case 64:
-      return AttendGroup<64>(q, n_q, head_dim, spans, n_spans, scale, acc, m, l);
+      return AttendGroup<64, kKQ8, kVQ8>(q, n_q, head_dim, spans, n_spans, scale, acc, m, l);
     case 128:
-      return AttendGroup<128>(q, n_q, head_dim, spans, n_spans, scale, acc, m, l);
+      return AttendGroup<128, kKQ8, kVQ8>(q, n_q, head_dim, spans, n_spans, scale, acc, m, l);
     case 256:
-      return AttendGroup<256>(q, n_q, head_dim, spans, n_spans, scale, acc, m, l);
+      return AttendGroup<256, kKQ8, kVQ8>(q, n_q, head_dim, spans, n_spans, scale, acc, m, l);
     default:
-      return AttendGroup<0>(q, n_q, head_dim, spans, n_spans, scale, acc, m, l);
+      return AttendGroup<0, kKQ8, kVQ8>(q, n_q, head_dim, spans, n_spans, scale, acc, m, l);
   }
+}
+
+}  // namespace
+
+void AttendGroupAvx512(const float* q, int n_q, const KvLayout& layout, const KvSpan* spans,
+                       int n_spans, float scale, float* acc, float* m, float* l) {
+  const bool k8 = layout.k == KType::kQ8_0, v8 = layout.v == VType::kQ8_0;
+  const int hd = layout.head_dim;
+  if (k8 && v8) return AttendGroupDims<true, true>(q, n_q, hd, spans, n_spans, scale, acc, m, l);
+  if (k8) return AttendGroupDims<true, false>(q, n_q, hd, spans, n_spans, scale, acc, m, l);
+  if (v8) return AttendGroupDims<false, true>(q, n_q, hd, spans, n_spans, scale, acc, m, l);
+  AttendGroupDims<false, false>(q, n_q, hd, spans, n_spans, scale, acc, m, l);
 }
 
 }  // namespace kvmem::kernels
