@@ -1,0 +1,55 @@
+// MemArt's retrieval scores (../shared/papers/memart.txt §3.2.2): how strongly the query tokens
+// of a new request point at each memory block of one layer, and which blocks to take.
+//
+//   1. Eq. 3, per query row q (one token's one Q head) and block K: the upper bound
+//      I(q, K) = sum_i max(q_i s_i^max(K), q_i s_i^min(K)) of q . k over the block's keys, against
+//      the box of q's own KV head (GQA: head h reads KV head h / (n_heads / n_kv_heads)). Scores
+//      are in attention-logit units, i.e. times the layer's attention scale (1/sqrt(head_dim)),
+//      so the softmax of step 2 sees what the model's attention would.
+//   2. Eq. 4 with Table 1: per query row, normalize across the blocks (Softmax, or Reciprocal
+//      Rank 1 / (rank + c) with rank 1 for the highest bound), then aggregate across the rows
+//      (Sum or Max).
+//   3. The top-k blocks by that score, returned in chronological (index) order.
+// Ties rank the earlier block first, so results are deterministic.
+// Thread-safety: pure functions.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "core/thread_pool.h"
+#include "memory/retrieval/block_index.h"
+
+namespace kvmem::memory {
+
+enum class ScoreNorm { kSoftmax, kReciprocalRank };
+enum class ScoreAgg { kSum, kMax };
+
+struct RetrievalStrategy {
+  ScoreNorm norm = ScoreNorm::kSoftmax;
+  ScoreAgg agg = ScoreAgg::kSum;
+  double rr_c = 60.0;  // Reciprocal Rank's constant (Cormack et al.'s RRF default)
+};
+
+// "softmax-sum", "softmax-max", "rr-sum", "rr-max".
+std::string StrategyName(const RetrievalStrategy& s);
+Result<RetrievalStrategy> ParseStrategy(const std::string& name);
+
+// Eq. 3 for every query row and block of `layer`: bounds (n_tokens * n_heads, n_blocks), row
+// t * n_heads + h. q: (n_tokens, n_heads, head_dim) position-free queries; n_heads a multiple
+// of the index's n_kv_heads. The boxes are f16 and q is rounded to f16 for the product (the
+// kernels' f16 dot), so a bound may fall short of the exact one by that rounding.
+void BlockUpperBounds(const BlockIndex& index, int layer, const float* q, int n_tokens,
+                      int n_heads, float scale, ThreadPool* pool, std::vector<float>* bounds);
+
+// Eq. 4: one score per block from bounds (n_rows, n_blocks).
+std::vector<double> AggregateScores(std::span<const float> bounds, int64_t n_rows,
+                                    int64_t n_blocks, const RetrievalStrategy& strategy);
+
+// The k highest-scoring blocks (all when k >= n), ascending.
+std::vector<int64_t> TopKChronological(std::span<const double> scores, int64_t k);
+
+}  // namespace kvmem::memory
