@@ -26,8 +26,8 @@ Status Generate(const model::Model& model, ThreadPool* pool, kv::KvSequence* seq
   history->insert(history->end(), prompt.begin(), prompt.end());
   std::vector<float> logits;
   auto t0 = std::chrono::steady_clock::now();
-  KVMEM_RETURN_IF_ERROR(Forward(model, pool, seq, prompt, seq->n_rows(), /*all_logits=*/false,
-                                &logits, params.max_batch));
+  KVMEM_RETURN_IF_ERROR(Forward(model, pool, seq, prompt, seq->n_rows() + params.position_offset,
+                                /*all_logits=*/false, &logits, params.max_batch));
   stats->n_prompt = static_cast<int>(prompt.size());
   stats->prompt_seconds = Since(t0);
 
@@ -52,7 +52,8 @@ Status Generate(const model::Model& model, ThreadPool* pool, kv::KvSequence* seq
       break;
     }
     const int32_t one[1] = {tok};
-    KVMEM_RETURN_IF_ERROR(Forward(model, pool, seq, one, seq->n_rows(), false, &logits));
+    KVMEM_RETURN_IF_ERROR(
+        Forward(model, pool, seq, one, seq->n_rows() + params.position_offset, false, &logits));
   }
   stats->decode_seconds = Since(t0);
   stats->logits_hash = Fnv1a64(logits.data(), logits.size() * sizeof(float));

@@ -22,6 +22,9 @@ struct GenerateParams {
   int max_new_tokens = 128;
   SamplerConfig sampler;
   int max_batch = 256;  // prompt micro-batch size
+  // Tokens are computed at position seq->n_rows() + position_offset (a policy whose sequence
+  // holds rows read at other positions than their storage order, e.g. MemArt's coupled ablation).
+  int64_t position_offset = 0;
 };
 
 struct GenerateStats {
@@ -38,7 +41,8 @@ using TokenCallback = std::function<bool(int32_t token)>;
 // True for tokens that end generation (EOS, EOT).
 using EogPredicate = std::function<bool(int32_t token)>;
 
-// Appends prompt and generated tokens to `seq`, starting at position seq->n_rows().
+// Appends prompt and generated tokens to `seq`, starting at position seq->n_rows() (plus
+// params.position_offset).
 // `history` receives prompt + generated ids (used for the repetition penalty).
 Status Generate(const model::Model& model, ThreadPool* pool, kv::KvSequence* seq,
                 std::span<const int32_t> prompt, const GenerateParams& params,

@@ -27,8 +27,17 @@ std::vector<float> Gaussian(std::mt19937* rng, size_t n, float sigma) {
 
 TEST(F16Rounding, BracketsEveryValue) {
   std::mt19937 rng(3);
-  std::vector<float> xs = {0.0f, -0.0f, 1.0f, -1.0f, 65504.0f, -65504.0f, 1e-8f, -1e-8f, 7e4f,
-                           -7e4f, std::numeric_limits<float>::denorm_min()};
+  std::vector<float> xs = {0.0f,
+                           -0.0f,
+                           1.0f,
+                           -1.0f,
+                           65504.0f,
+                           -65504.0f,
+                           1e-8f,
+                           -1e-8f,
+                           7e4f,
+                           -7e4f,
+                           std::numeric_limits<float>::denorm_min()};
   for (float x : Gaussian(&rng, 2000, 10.0f)) xs.push_back(x);
   for (float x : xs) {
     const float lo = F16ToF32(F16RoundDown(x)), hi = F16ToF32(F16RoundUp(x));
@@ -140,12 +149,12 @@ TEST(BlockUpperBounds, MatchesEq3AndBoundsEveryKey) {
           const auto box = index.Box(b, l, g);
           double boxmag = 0;
           for (int d = 0; d < hd; ++d) {
-            boxmag = std::max<double>(boxmag, std::max(std::fabs(F16ToF32(box[d])),
-                                                       std::fabs(F16ToF32(box[hd + d]))));
+            boxmag = std::max<double>(
+                boxmag, std::max(std::fabs(F16ToF32(box[d])), std::fabs(F16ToF32(box[hd + d]))));
           }
           const double tol = scale * qmag * boxmag * 1e-3;
-          ASSERT_NEAR(got, want, tol) << "layer " << l << " token " << t << " head " << h
-                                      << " block " << b;
+          ASSERT_NEAR(got, want, tol)
+              << "layer " << l << " token " << t << " head " << h << " block " << b;
           // Upper bound on every key of the block; equal (up to f16) for a one-key block.
           const std::vector<float>& kb = keys[l][g][b];
           double best = -INFINITY;
@@ -166,8 +175,9 @@ TEST(BlockUpperBounds, MatchesEq3AndBoundsEveryKey) {
 
 TEST(AggregateScores, Table1HandComputed) {
   // Two query rows over three blocks.
-  const std::vector<float> bounds = {1.0f, 2.0f, 0.0f,   // row 0: ranks 2, 1, 3
-                                     3.0f, 0.0f, 3.0f};  // row 1: ranks 1, 3, 2 (tie: earlier first)
+  const std::vector<float> bounds = {
+      1.0f, 2.0f, 0.0f,   // row 0: ranks 2, 1, 3
+      3.0f, 0.0f, 3.0f};  // row 1: ranks 1, 3, 2 (tie: earlier first)
   const double s0 = std::exp(-1.0) + 1 + std::exp(-2.0);  // row 0: sum of exp(bound - 2)
   const std::vector<double> p0 = {std::exp(-1.0) / s0, 1 / s0, std::exp(-2.0) / s0};
   const double s1 = 2 + std::exp(-3.0);  // row 1: sum of exp(bound - 3)

@@ -15,8 +15,8 @@ constexpr uint16_t kF16NegInf = 0xfc00;
 // The next half toward +inf of a finite or infinite, non-NaN half.
 uint16_t NextUp(uint16_t h) {
   if (h == kF16PosInf) return h;
-  if (h == 0x8000) return 0x0001;   // -0 -> smallest positive subnormal
-  if (h & 0x8000) return h - 1;      // negative: toward zero
+  if (h == 0x8000) return 0x0001;  // -0 -> smallest positive subnormal
+  if (h & 0x8000) return h - 1;    // negative: toward zero
   return h + 1;
 }
 

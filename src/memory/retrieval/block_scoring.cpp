@@ -25,8 +25,8 @@ Result<RetrievalStrategy> ParseStrategy(const std::string& name) {
                          "' (softmax-sum, softmax-max, rr-sum, rr-max)");
 }
 
-void BlockUpperBounds(const BlockIndex& index, int layer, const float* q, int n_tokens,
-                      int n_heads, float scale, ThreadPool* pool, std::vector<float>* bounds) {
+void BlockUpperBounds(const BlockIndex& index, int layer, const float* q, int n_tokens, int n_heads,
+                      float scale, ThreadPool* pool, std::vector<float>* bounds) {
   const int n_kv = index.n_kv_heads();
   const int hd = index.head_dim();
   assert(n_heads % n_kv == 0);
@@ -61,8 +61,7 @@ void BlockUpperBounds(const BlockIndex& index, int layer, const float* q, int n_
     for (int t = 0; t < n_tokens; ++t) {
       for (int j = 0; j < group; ++j) {
         const float* src = y.data() + (static_cast<size_t>(t) * group + j) * n_blocks;
-        float* dst = bounds->data() +
-                     (static_cast<size_t>(t) * n_heads + g * group + j) * n_blocks;
+        float* dst = bounds->data() + (static_cast<size_t>(t) * n_heads + g * group + j) * n_blocks;
         std::copy(src, src + n_blocks, dst);
       }
     }
@@ -81,8 +80,8 @@ void RankOrder(const float* row, int64_t n, std::vector<int64_t>* order) {
 
 }  // namespace
 
-std::vector<double> AggregateScores(std::span<const float> bounds, int64_t n_rows,
-                                    int64_t n_blocks, const RetrievalStrategy& strategy) {
+std::vector<double> AggregateScores(std::span<const float> bounds, int64_t n_rows, int64_t n_blocks,
+                                    const RetrievalStrategy& strategy) {
   assert(bounds.size() == static_cast<size_t>(n_rows * n_blocks));
   std::vector<double> score(n_blocks, strategy.agg == ScoreAgg::kMax ? -INFINITY : 0.0);
   std::vector<double> norm(n_blocks);

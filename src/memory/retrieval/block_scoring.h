@@ -42,12 +42,12 @@ Result<RetrievalStrategy> ParseStrategy(const std::string& name);
 // t * n_heads + h. q: (n_tokens, n_heads, head_dim) position-free queries; n_heads a multiple
 // of the index's n_kv_heads. The boxes are f16 and q is rounded to f16 for the product (the
 // kernels' f16 dot), so a bound may fall short of the exact one by that rounding.
-void BlockUpperBounds(const BlockIndex& index, int layer, const float* q, int n_tokens,
-                      int n_heads, float scale, ThreadPool* pool, std::vector<float>* bounds);
+void BlockUpperBounds(const BlockIndex& index, int layer, const float* q, int n_tokens, int n_heads,
+                      float scale, ThreadPool* pool, std::vector<float>* bounds);
 
 // Eq. 4: one score per block from bounds (n_rows, n_blocks).
-std::vector<double> AggregateScores(std::span<const float> bounds, int64_t n_rows,
-                                    int64_t n_blocks, const RetrievalStrategy& strategy);
+std::vector<double> AggregateScores(std::span<const float> bounds, int64_t n_rows, int64_t n_blocks,
+                                    const RetrievalStrategy& strategy);
 
 // The k highest-scoring blocks (all when k >= n), ascending.
 std::vector<int64_t> TopKChronological(std::span<const double> scores, int64_t k);

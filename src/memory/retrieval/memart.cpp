@@ -1,0 +1,277 @@
+#include "memory/retrieval/memart.h"
+
+#include <algorithm>
+#include <cassert>
+#include <map>
+
+#include "engine/forward.h"
+#include "kernels/ops.h"
+
+namespace kvmem::memory {
+
+Status ValidateMemArtConfig(const MemArtConfig& c) {
+  if (c.block_size != 8 && c.block_size != 16 && c.block_size != 32) {
+    return InvalidArgument("memart: block size " + std::to_string(c.block_size) + " (8, 16 or 32)");
+  }
+  if (c.top_k < 0) return InvalidArgument("memart: top_k must be >= 0");
+  if (c.keep_first < 0 || c.keep_last < 0) {
+    return InvalidArgument("memart: keep_first and keep_last must be >= 0");
+  }
+  if (!(c.strategy.rr_c >= 0)) return InvalidArgument("memart: rr_c must be >= 0");
+  return Status::Ok();
+}
+
+std::vector<std::pair<int64_t, int>> RetrievalReport::BlockVotes() const {
+  std::map<int64_t, int> votes;
+  for (const std::vector<int64_t>& layer : blocks) {
+    for (int64_t b : layer) ++votes[b];
+  }
+  return {votes.begin(), votes.end()};
+}
+
+Result<std::unique_ptr<MemArtMemory>> MemArtMemory::Create(const model::Model& model,
+                                                           kv::KvPool* pool, MemArtConfig config) {
+  if (Status st = ValidateMemArtConfig(config); !st.ok()) return st;
+  if (pool->layout().k == kernels::KType::kKivi4) {
+    return Unsupported("memart: kivi4 K is not supported (working rows are written out of order)");
+  }
+  return std::unique_ptr<MemArtMemory>(new MemArtMemory(model, pool, config));
+}
+
+MemArtMemory::MemArtMemory(const model::Model& model, kv::KvPool* pool, MemArtConfig config)
+    : model_(model),
+      pool_(pool),
+      config_(config),
+      rope_(model.rope_specs()),
+      history_(std::make_unique<kv::KvSequence>(pool)),
+      index_(model.spec().n_layers, model.spec().n_kv_heads, model.spec().head_dim_k),
+      working_(std::make_unique<kv::KvSequence>(pool)) {
+  history_->set_window_release(false);
+  working_->set_window_release(false);
+}
+
+MemArtMemory::~MemArtMemory() = default;
+
+int64_t MemArtMemory::BlockRows(int64_t block) const {
+  const int64_t bs = config_.block_size;
+  return std::min(bs, history_rows() - block * bs);
+}
+
+void MemArtMemory::PartitionBlocks(std::vector<int64_t>* kept,
+                                   std::vector<int64_t>* candidates) const {
+  const int64_t nb = n_blocks();
+  const int64_t bs = config_.block_size;
+  const int64_t first = std::min(nb, (config_.keep_first + bs - 1) / bs);
+  int64_t last = std::min(nb, (config_.keep_last + bs - 1) / bs);
+  if (nb > 0 && BlockRows(nb - 1) < bs) last = std::max<int64_t>(last, 1);  // partial: kept
+  kept->clear();
+  candidates->clear();
+  for (int64_t b = 0; b < nb; ++b) {
+    (b < first || b >= nb - last ? kept : candidates)->push_back(b);
+  }
+}
+
+int64_t MemArtMemory::next_position() const {
+  return first_query_pos_ + (working_->n_rows() - static_cast<int64_t>(working_rows_.size()));
+}
+
+namespace {
+
+// Rotates k (n_kv_heads, head_dim) by `delta` positions with one layer's RoPE.
+void Rotate(float* k, const model::ModelSpec& spec, const kv::RopeSpec& rope, int64_t delta) {
+  if (delta == 0 || rope.rot_dim == 0) return;
+  kernels::Rope(k, spec.n_kv_heads, spec.head_dim_k, rope.rot_dim, delta, rope.freq_base,
+                rope.mode);
+}
+
+}  // namespace
+
+void MemArtMemory::PlaceLayer(int layer, const std::vector<int64_t>& blocks) {
+  const model::ModelSpec& spec = model_.spec();
+  std::vector<float> k(spec.k_dim()), v(spec.v_dim());
+  size_t i = 0;
+  for (int64_t b : blocks) {
+    const int64_t first = b * config_.block_size;
+    for (int64_t r = first; r < first + BlockRows(b); ++r, ++i) {
+      const kv::RowRef src = history_rows_[r];
+      pool_->ReadToken(src, layer, k.data(), v.data());
+      // History keys sit at their history position r; working row i is read at position i
+      // (decoupled) or r (coupled).
+      if (!config_.coupled_positions)
+        Rotate(k.data(), spec, rope_[layer], static_cast<int64_t>(i) - r);
+      pool_->WriteToken(working_rows_[i], layer, k.data(), v.data());
+    }
+  }
+  assert(i == working_rows_.size());
+}
+
+void MemArtMemory::CoupleLayerView(int layer, const std::vector<int64_t>& blocks) {
+  std::vector<kv::ViewRun>& list = working_->view().mutable_layer(layer);
+  // The first R slots are the working rows (appended before the query); re-place them.
+  std::vector<kv::ViewRun> rest;
+  int64_t skip = static_cast<int64_t>(working_rows_.size());
+  for (const kv::ViewRun& run : list) {
+    if (skip >= run.n_rows) {
+      skip -= run.n_rows;
+      continue;
+    }
+    kv::ViewRun tail = run;
+    tail.first_row += static_cast<int32_t>(skip);
+    tail.n_rows -= static_cast<int32_t>(skip);
+    tail.first_pos += skip;
+    skip = 0;
+    rest.push_back(tail);
+  }
+  list.clear();
+  size_t i = 0;
+  for (int64_t b : blocks) {
+    const int64_t first = b * config_.block_size;
+    for (int64_t r = first; r < first + BlockRows(b); ++r, ++i) {
+      const kv::RowRef w = working_rows_[i];
+      kv::ViewRun* last = list.empty() ? nullptr : &list.back();
+      if (last != nullptr && last->block == w.block && last->first_row + last->n_rows == w.row &&
+          last->first_pos + last->n_rows == r) {
+        ++last->n_rows;
+      } else {
+        list.push_back({w.block, w.row, 1, r});
+      }
+    }
+  }
+  list.insert(list.end(), rest.begin(), rest.end());
+}
+
+Status MemArtMemory::BeginTurn(std::span<const int32_t> tokens, ThreadPool* pool,
+                               RetrievalReport* report) {
+  if (in_turn_) return FailedPrecondition("memart: a turn is already open");
+  const model::ModelSpec& spec = model_.spec();
+  std::vector<int64_t> kept, candidates;
+  PartitionBlocks(&kept, &candidates);
+  const int64_t k_eff = std::min<int64_t>(config_.top_k, candidates.size());
+  int64_t r_rows = k_eff * config_.block_size;
+  for (int64_t b : kept) r_rows += BlockRows(b);
+  RetrievalReport rep;
+  rep.history_rows = history_rows();
+  rep.retrieved_rows = r_rows;
+  rep.query_tokens = static_cast<int64_t>(tokens.size());
+  rep.blocks.assign(spec.n_layers, {});
+
+  working_->Clear();
+  working_rows_.clear();
+  if (r_rows > 0) {
+    auto rows = working_->AppendRows(static_cast<int>(r_rows), 0);
+    if (!rows.ok()) return rows.status().WithContext("memart: retrieved rows");
+    working_rows_ = std::move(*rows);
+    for (size_t i = 0; i < working_rows_.size(); ++i) {
+      pool_->set_rotated_pos(working_rows_[i], static_cast<int64_t>(i));
+    }
+  }
+  first_query_pos_ = config_.coupled_positions ? history_rows() : r_rows;
+
+  // The set of one layer given its query rows (position-free), chronological.
+  std::vector<float> bounds;
+  auto select = [&](int layer, const float* q, int n_tokens) {
+    std::vector<int64_t> chosen = kept;
+    if (k_eff > 0) {
+      std::vector<double> score(n_blocks(), 0.0);
+      if (n_tokens > 0) {
+        BlockUpperBounds(index_, layer, q, n_tokens, spec.n_heads, spec.attn_scale(), pool,
+                         &bounds);
+        score = AggregateScores(bounds, static_cast<int64_t>(n_tokens) * spec.n_heads, n_blocks(),
+                                config_.strategy);
+      }
+      std::vector<double> cand_score(candidates.size());
+      for (size_t i = 0; i < candidates.size(); ++i) cand_score[i] = score[candidates[i]];
+      for (int64_t i : TopKChronological(cand_score, k_eff)) chosen.push_back(candidates[i]);
+      std::sort(chosen.begin(), chosen.end());
+    }
+    return chosen;
+  };
+  auto place = [&](int layer, std::vector<int64_t> chosen) {
+    PlaceLayer(layer, chosen);
+    if (config_.coupled_positions) CoupleLayerView(layer, chosen);
+    rep.blocks[layer] = std::move(chosen);
+  };
+
+  if (tokens.empty()) {
+    for (int l = 0; l < spec.n_layers; ++l) place(l, select(l, nullptr, 0));
+  } else {
+    engine::Batch batch;
+    batch.tokens.assign(tokens.begin(), tokens.end());
+    for (size_t i = 0; i < tokens.size(); ++i) batch.positions.push_back(first_query_pos_ + i);
+    engine::ForwardPass fp(model_, pool);
+    std::vector<float> raw_q;
+    fp.set_tap([&](const engine::TapContext& tap) {
+      const int l = tap.layer();
+      const int n = tap.n_tokens();
+      raw_q.assign(tap.q().begin(), tap.q().end());
+      const kv::RopeSpec& rope = rope_[l];
+      for (int t = 0; t < n; ++t) {  // un-rotate: the boxes hold position-free keys
+        if (rope.rot_dim == 0) break;
+        kernels::Rope(raw_q.data() + static_cast<size_t>(t) * spec.q_dim(), spec.n_heads,
+                      spec.head_dim_k, rope.rot_dim, -tap.positions()[t], rope.freq_base,
+                      rope.mode);
+      }
+      place(l, select(l, raw_q.data(), n));
+    });
+    if (Status st = fp.Begin(batch, working_.get()); !st.ok()) {
+      working_->Clear();
+      working_rows_.clear();
+      return st.WithContext("memart: query prefill");
+    }
+    while (!fp.done()) fp.StepLayer();
+    std::vector<float> logits;
+    fp.Finish(&logits);
+  }
+  in_turn_ = true;
+  if (report != nullptr) *report = std::move(rep);
+  return Status::Ok();
+}
+
+Status MemArtMemory::EndTurn(bool keep) {
+  if (!in_turn_) return FailedPrecondition("memart: no open turn");
+  in_turn_ = false;
+  const model::ModelSpec& spec = model_.spec();
+  const int64_t r_rows = static_cast<int64_t>(working_rows_.size());
+  const int64_t n_new = working_->n_rows() - r_rows;
+  Status result = Status::Ok();
+  if (keep && n_new > 0) {
+    // The turn's rows in storage order: the working sequence's rows after the first R.
+    std::vector<kv::RowRef> turn;
+    turn.reserve(n_new);
+    const int block_rows = pool_->geometry().block_rows;
+    for (int64_t i = r_rows; i < working_->n_rows(); ++i) {
+      turn.push_back({working_->blocks()[i / block_rows], static_cast<int32_t>(i % block_rows)});
+    }
+    const int64_t n0 = history_rows();
+    auto rows = history_->AppendRows(static_cast<int>(n_new), n0);
+    if (!rows.ok()) {
+      result = rows.status().WithContext("memart: history rows");
+    } else {
+      std::vector<float> k(spec.k_dim()), v(spec.v_dim()), raw(spec.k_dim());
+      const int64_t bs = config_.block_size;
+      for (int64_t j = 0; j < n_new; ++j) {
+        const int64_t pos = n0 + j;
+        while (index_.n_blocks() <= pos / bs) index_.AddBlock();
+        const int64_t from = pool_->rotated_pos(turn[j]);
+        for (int l = 0; l < spec.n_layers; ++l) {
+          pool_->ReadToken(turn[j], l, k.data(), v.data());
+          Rotate(k.data(), spec, rope_[l], pos - from);
+          pool_->WriteToken((*rows)[j], l, k.data(), v.data());
+          // The box encloses the key as stored (rounded by the format), un-rotated.
+          pool_->ReadToken((*rows)[j], l, raw.data(), v.data());
+          Rotate(raw.data(), spec, rope_[l], -pos);
+          for (int h = 0; h < spec.n_kv_heads; ++h) {
+            index_.Enclose(pos / bs, l, h, raw.data() + h * spec.head_dim_k, 1, spec.head_dim_k);
+          }
+        }
+        pool_->set_rotated_pos((*rows)[j], pos);
+      }
+      history_rows_.insert(history_rows_.end(), rows->begin(), rows->end());
+    }
+  }
+  working_->Clear();
+  working_rows_.clear();
+  return result;
+}
+
+}  // namespace kvmem::memory

@@ -1,0 +1,119 @@
+// MemArt (../shared/papers/memart.txt, Algorithm 1): an agent's history kept as KV blocks, and
+// for each new request the model's own attention picks, layer by layer, the blocks it reads.
+//
+//   MemArtMemory mem(model, &pool, config);
+//   mem.BeginTurn(prompt_minus_last, &threads, &report);  // retrieval + prefill of the query
+//   engine::Generate(model, &threads, mem.working(), {last prompt token}, ...);  // decode
+//   mem.EndTurn(/*keep=*/true);    // the turn (prompt + reply) joins the history as blocks
+//
+// History: every row of every kept turn, in order, in a sequence of the pool (`history()`), the
+// keys rotated at their history positions 0..N-1, cut into memory blocks of BS rows indexed by
+// their boxes (block_index.h). A turn runs in a separate working sequence:
+//   1. The retrieved set has the same size in every layer: the always-kept blocks (the first
+//      keep_first and last keep_last tokens, rounded out to whole blocks; the newest block
+//      whenever it is partial) plus the top_k of the others by the layer's score.
+//   2. The working sequence first holds R rows for that set, then the query tokens. In each
+//      layer, after the query's Q/K/V are computed and before its attention (a LayerTap), the
+//      query's Q heads score every block (block_scoring.h; q un-rotated to be position-free as
+//      the boxes are), the top-k are chosen, and the set's rows are copied into that layer's R
+//      working rows in chronological order, re-encoded at positions 0..R-1 (Eq. 6: keys rotated
+//      by the difference from their history position; the query sits at R, R+1, ...). Only the
+//      query is prefilled; each layer may read different blocks.
+//   3. coupled_positions (the paper's appendix A.3 ablation): the same rows are read at their
+//      original history positions, the query after the whole history (positions N..), so a
+//      history longer than the model's window puts the query beyond it.
+//   4. EndTurn(keep) appends the working rows after the retrieved ones (prompt and reply) to the
+//      history, re-rotated to positions N.., and widens/adds their blocks' boxes.
+// Storage formats: any per-row KV format (f16, q8_0, q4_0); kivi4 K is refused, since the
+// working rows of a layer are written after the query's.
+// Not thread-safe; one turn at a time.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "core/thread_pool.h"
+#include "kv/kv_sequence.h"
+#include "memory/retrieval/block_index.h"
+#include "memory/retrieval/block_scoring.h"
+#include "model/model.h"
+
+namespace kvmem::memory {
+
+struct MemArtConfig {
+  int block_size = 16;  // BS rows per memory block: 8, 16 or 32
+  int top_k = 32;       // retrieved blocks per layer beyond the always-kept ones
+  RetrievalStrategy strategy;
+  int keep_first = 0;  // tokens at the start of the history always read (system prompt)
+  int keep_last = 0;   // most recent history tokens always read (the last turns)
+  bool coupled_positions = false;
+};
+Status ValidateMemArtConfig(const MemArtConfig& config);
+
+// What one turn's retrieval did.
+struct RetrievalReport {
+  int64_t history_rows = 0;    // N when the turn began
+  int64_t retrieved_rows = 0;  // R, per layer
+  int64_t query_tokens = 0;    // tokens prefilled
+  // (n_layers) retrieved blocks per layer (always-kept ones included), ascending.
+  std::vector<std::vector<int64_t>> blocks;
+  // Blocks retrieved in any layer, with the number of layers that read each, ascending.
+  std::vector<std::pair<int64_t, int>> BlockVotes() const;
+};
+
+class MemArtMemory {
+ public:
+  // The pool must outlive this object and hold history and working rows. Requires
+  // ValidateMemArtConfig(config).ok() and a per-row K format (not kivi4).
+  static Result<std::unique_ptr<MemArtMemory>> Create(const model::Model& model, kv::KvPool* pool,
+                                                      MemArtConfig config);
+  ~MemArtMemory();
+
+  const MemArtConfig& config() const { return config_; }
+  const kv::KvSequence& history() const { return *history_; }
+  int64_t history_rows() const { return history_->n_rows(); }
+  const BlockIndex& index() const { return index_; }
+  // Memory block b is history rows [b * BS, (b + 1) * BS); the newest may be partial.
+  int64_t n_blocks() const { return index_.n_blocks(); }
+
+  // Retrieves and prefills `tokens` (may be empty: only the retrieved rows are placed, with no
+  // query to score them, i.e. the always-kept blocks and the first top_k). On failure nothing
+  // is left in the working sequence.
+  Status BeginTurn(std::span<const int32_t> tokens, ThreadPool* pool, RetrievalReport* report);
+  // The working sequence of the current turn: decode continues on it at n_rows() (positions
+  // R + |tokens| .., or N + |tokens| .. when coupled).
+  kv::KvSequence* working() { return working_.get(); }
+  // Position of the next token of the turn.
+  int64_t next_position() const;
+  // Ends the turn: with keep, its rows (query and everything decoded after it) join the history.
+  // The working sequence is emptied either way.
+  Status EndTurn(bool keep);
+
+ private:
+  MemArtMemory(const model::Model& model, kv::KvPool* pool, MemArtConfig config);
+  // The always-kept blocks and the candidates, for the current history.
+  void PartitionBlocks(std::vector<int64_t>* kept, std::vector<int64_t>* candidates) const;
+  int64_t BlockRows(int64_t block) const;
+  // Copies the rows of `blocks` (ascending) into working rows [0, R) of `layer`.
+  void PlaceLayer(int layer, const std::vector<int64_t>& blocks);
+  // Working rows [0, R) of `layer` in the view, at their original positions (coupled).
+  void CoupleLayerView(int layer, const std::vector<int64_t>& blocks);
+
+  const model::Model& model_;
+  kv::KvPool* pool_;
+  MemArtConfig config_;
+  std::vector<kv::RopeSpec> rope_;
+  std::unique_ptr<kv::KvSequence> history_;
+  std::vector<kv::RowRef> history_rows_;  // (N) in order
+  BlockIndex index_;
+  std::unique_ptr<kv::KvSequence> working_;
+  std::vector<kv::RowRef> working_rows_;  // the R retrieved rows of the current turn
+  int64_t first_query_pos_ = 0;
+  bool in_turn_ = false;
+};
+
+}  // namespace kvmem::memory

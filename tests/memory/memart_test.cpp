@@ -1,0 +1,296 @@
+// MemArt's turn loop (memory/retrieval/memart.h) on tiny random models (llama and gemma3, F32
+// weights, f16 KV), each property against a reference computed another way:
+//   - with top_k covering every block, decoupled positions are the original ones, so a query
+//     after two remembered turns gives the logits of one plain pass over all the tokens;
+//   - layer 0's retrieved blocks equal a double-precision re-implementation of Eq. 2-4 (boxes
+//     from the history's keys un-rotated directly, softmax-sum, top-k) on layer 0's queries
+//     (which retrieval cannot influence);
+//   - every working row holds its history row's key rotated to the new position (checked
+//     against a direct double-precision rotation) and the same value;
+//   - coupled positions put the rows at their original positions and the query after the
+//     history; EndTurn(keep=false) leaves the history alone.
+#include "memory/retrieval/memart.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "../model/tiny_model.h"
+#include "core/fp16.h"
+#include "engine/forward.h"
+
+namespace kvmem::memory {
+namespace {
+
+using model::testing::BuildTinyGguf;
+using model::testing::TempFile;
+using model::testing::TinyConfig;
+
+class MemArtTest : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override {
+    TinyConfig c;
+    c.arch = GetParam();
+    c.sliding_window = 64;
+    file_ = std::make_unique<TempFile>(BuildTinyGguf(c, 7));
+    auto m = model::Model::Load(file_->path());
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    model_ = std::move(*m);
+    pool_ = std::make_unique<kv::KvPool>(model_->kv_geometry(32), 64);
+    for (int i = 0; i < 200; ++i) tokens_.push_back((i * 37 + 11 + i * i) % model_->spec().n_vocab);
+  }
+
+  std::span<const int32_t> Tokens(int begin, int end) const {
+    return std::span(tokens_).subspan(begin, end - begin);
+  }
+
+  // Feeds tokens [begin, end) as one remembered turn.
+  void Remember(MemArtMemory* mem, int begin, int end) {
+    ASSERT_TRUE(mem->BeginTurn(Tokens(begin, end), &threads_, nullptr).ok());
+    ASSERT_TRUE(mem->EndTurn(true).ok());
+  }
+
+  std::unique_ptr<MemArtMemory> Make(MemArtConfig config) {
+    auto mem = MemArtMemory::Create(*model_, pool_.get(), config);
+    EXPECT_TRUE(mem.ok()) << mem.status().ToString();
+    return mem.ok() ? std::move(*mem) : nullptr;
+  }
+
+  std::unique_ptr<TempFile> file_;
+  std::unique_ptr<model::Model> model_;
+  std::unique_ptr<kv::KvPool> pool_;
+  ThreadPool threads_{2};
+  std::vector<int32_t> tokens_;
+};
+
+TEST_P(MemArtTest, AllBlocksRetrievedEqualsFullContext) {
+  MemArtConfig config;
+  config.block_size = 8;
+  config.top_k = 1000;
+  auto mem = Make(config);
+  Remember(mem.get(), 0, 70);
+  Remember(mem.get(), 70, 131);  // 131 rows: the last block is partial
+  EXPECT_EQ(mem->history_rows(), 131);
+  EXPECT_EQ(mem->n_blocks(), 17);
+  RetrievalReport rep;
+  ASSERT_TRUE(mem->BeginTurn(Tokens(131, 150), &threads_, &rep).ok());
+  EXPECT_EQ(rep.retrieved_rows, 131);
+  EXPECT_EQ(rep.query_tokens, 19);
+  ASSERT_EQ(mem->next_position(), 150);
+  std::vector<float> got;
+  ASSERT_TRUE(engine::Forward(*model_, &threads_, mem->working(), Tokens(150, 151),
+                              mem->next_position(), false, &got)
+                  .ok());
+  ASSERT_TRUE(mem->EndTurn(false).ok());
+  EXPECT_EQ(mem->history_rows(), 131);
+
+  kv::KvSequence plain(pool_.get());
+  std::vector<float> want;
+  ASSERT_TRUE(engine::Forward(*model_, &threads_, &plain, Tokens(0, 151), 0, false, &want).ok());
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_NEAR(got[i], want[i], 1e-4 * (1 + std::fabs(want[i]))) << "logit " << i;
+  }
+}
+
+// The key of history row r in (layer, head), un-rotated from position r in double precision.
+std::vector<double> RawKey(const model::Model& model, const kv::KvPool& pool, kv::RowRef row,
+                           int64_t pos, int layer, int head) {
+  const model::ModelSpec& s = model.spec();
+  std::vector<float> k(s.k_dim()), v(s.v_dim());
+  pool.ReadToken(row, layer, k.data(), v.data());
+  std::vector<double> x(k.begin() + head * s.head_dim_k, k.begin() + (head + 1) * s.head_dim_k);
+  const kv::RopeSpec rope = model.rope_specs()[layer];
+  const int half = rope.rot_dim / 2;
+  for (int i = 0; i < half; ++i) {
+    const double theta = std::pow(double(rope.freq_base), -2.0 * i / rope.rot_dim);
+    const double a = -pos * theta;
+    const int i0 = rope.mode == kernels::RopeMode::kNeox ? i : 2 * i;
+    const int i1 = rope.mode == kernels::RopeMode::kNeox ? i + half : 2 * i + 1;
+    const double x0 = x[i0], x1 = x[i1];
+    x[i0] = x0 * std::cos(a) - x1 * std::sin(a);
+    x[i1] = x0 * std::sin(a) + x1 * std::cos(a);
+  }
+  return x;
+}
+
+TEST_P(MemArtTest, Layer0SelectionMatchesDirectEquations) {
+  const model::ModelSpec& s = model_->spec();
+  MemArtConfig config;
+  config.block_size = 8;
+  config.top_k = 3;
+  config.keep_first = 8;  // block 0
+  config.keep_last = 8;   // block 15 (128 rows: no partial block)
+  auto mem = Make(config);
+  Remember(mem.get(), 0, 60);
+  Remember(mem.get(), 60, 128);
+  const int64_t n_blocks = mem->n_blocks();
+  ASSERT_EQ(n_blocks, 16);
+
+  // Layer 0's queries of the query tokens at their positions (R = 5 blocks of 8 = 40..).
+  const int q0 = 128, q1 = 140;
+  const int64_t r_rows = 40;
+  std::vector<float> q;
+  {
+    // Layer 0's Q depends only on the tokens and their positions: one layer of a pass over an
+    // empty sequence.
+    kv::KvSequence scratch(pool_.get());
+    engine::Batch batch;
+    batch.tokens.assign(tokens_.begin() + q0, tokens_.begin() + q1);
+    for (int i = 0; i < q1 - q0; ++i) batch.positions.push_back(r_rows + i);
+    engine::ForwardPass fp(*model_, &threads_);
+    fp.set_tap([&](const engine::TapContext& tap) {
+      if (tap.layer() == 0) q.assign(tap.q().begin(), tap.q().end());
+    });
+    ASSERT_TRUE(fp.Begin(batch, &scratch).ok());
+    fp.StepLayer();
+  }
+  ASSERT_EQ(q.size(), static_cast<size_t>((q1 - q0) * s.q_dim()));
+
+  // Eq. 2-4 directly: boxes from the un-rotated keys, bounds, softmax per (token, head), sum.
+  const int group = s.n_heads / s.n_kv_heads;
+  const double scale = s.attn_scale();
+  const int br = pool_->geometry().block_rows;
+  std::vector<double> score(n_blocks, 0.0);
+  for (int t = 0; t < q1 - q0; ++t) {
+    for (int h = 0; h < s.n_heads; ++h) {
+      std::vector<double> qr(s.head_dim_k);
+      for (int d = 0; d < s.head_dim_k; ++d) qr[d] = q[(t * s.n_heads + h) * s.head_dim_k + d];
+      // Un-rotate q from position r_rows + t in double precision.
+      const kv::RopeSpec rope = model_->rope_specs()[0];
+      const int half = rope.rot_dim / 2;
+      for (int i = 0; i < half; ++i) {
+        const double a = -(r_rows + t) * std::pow(double(rope.freq_base), -2.0 * i / rope.rot_dim);
+        const int i0 = rope.mode == kernels::RopeMode::kNeox ? i : 2 * i;
+        const int i1 = rope.mode == kernels::RopeMode::kNeox ? i + half : 2 * i + 1;
+        const double x0 = qr[i0], x1 = qr[i1];
+        qr[i0] = x0 * std::cos(a) - x1 * std::sin(a);
+        qr[i1] = x0 * std::sin(a) + x1 * std::cos(a);
+      }
+      std::vector<double> bound(n_blocks);
+      for (int64_t b = 0; b < n_blocks; ++b) {
+        std::vector<double> lo(s.head_dim_k, INFINITY), hi(s.head_dim_k, -INFINITY);
+        for (int64_t r = b * 8; r < (b + 1) * 8; ++r) {
+          const kv::RowRef row{mem->history().blocks()[r / br], static_cast<int32_t>(r % br)};
+          const std::vector<double> k = RawKey(*model_, *pool_, row, r, 0, h / group);
+          for (int d = 0; d < s.head_dim_k; ++d) {
+            lo[d] = std::min(lo[d], k[d]);
+            hi[d] = std::max(hi[d], k[d]);
+          }
+        }
+        double sum = 0;
+        for (int d = 0; d < s.head_dim_k; ++d) sum += std::max(qr[d] * lo[d], qr[d] * hi[d]);
+        bound[b] = scale * sum;
+      }
+      const double mx = *std::max_element(bound.begin(), bound.end());
+      double z = 0;
+      for (double b : bound) z += std::exp(b - mx);
+      for (int64_t b = 0; b < n_blocks; ++b) score[b] += std::exp(bound[b] - mx) / z;
+    }
+  }
+  std::vector<int64_t> cand;
+  for (int64_t b = 1; b < 15; ++b) cand.push_back(b);
+  std::stable_sort(cand.begin(), cand.end(),
+                   [&](int64_t a, int64_t b) { return score[a] > score[b]; });
+  // The kernel scores with f16 boxes and q rounded to f16: a choice between candidates whose
+  // exact scores differ by less than that rounding may go either way, anything else may not.
+  const double tol = 5e-3 * score[cand[0]];
+
+  RetrievalReport rep;
+  ASSERT_TRUE(mem->BeginTurn(Tokens(q0, q1), &threads_, &rep).ok());
+  EXPECT_EQ(rep.retrieved_rows, r_rows);
+  const std::vector<int64_t>& got = rep.blocks[0];
+  ASSERT_EQ(got.size(), 5u);
+  EXPECT_TRUE(std::is_sorted(got.begin(), got.end()));
+  EXPECT_EQ(got.front(), 0);  // always kept
+  EXPECT_EQ(got.back(), 15);
+  double worst_chosen = INFINITY, best_left = -INFINITY;
+  for (int64_t b : cand) {
+    const bool chosen = std::find(got.begin(), got.end(), b) != got.end();
+    (chosen ? worst_chosen : best_left) =
+        chosen ? std::min(worst_chosen, score[b]) : std::max(best_left, score[b]);
+  }
+  EXPECT_GE(worst_chosen, best_left - tol);
+  if (score[cand[2]] - score[cand[3]] > tol) {
+    std::vector<int64_t> want = {0, 15, cand[0], cand[1], cand[2]};
+    std::sort(want.begin(), want.end());
+    EXPECT_EQ(got, want);
+  }
+  for (const auto& layer : rep.blocks) EXPECT_EQ(layer.size(), 5u);
+
+  // Working rows of every layer: the history rows of the chosen blocks, keys rotated from
+  // position r to position i, values unchanged.
+  for (int l = 0; l < s.n_layers; ++l) {
+    int64_t i = 0;
+    for (int64_t b : rep.blocks[l]) {
+      for (int64_t r = b * 8; r < (b + 1) * 8; ++r, ++i) {
+        const kv::RowRef hrow{mem->history().blocks()[r / br], static_cast<int32_t>(r % br)};
+        const kv::RowRef wrow{mem->working()->blocks()[i / br], static_cast<int32_t>(i % br)};
+        std::vector<float> hk(s.k_dim()), hv(s.v_dim()), wk(s.k_dim()), wv(s.v_dim());
+        pool_->ReadToken(hrow, l, hk.data(), hv.data());
+        pool_->ReadToken(wrow, l, wk.data(), wv.data());
+        EXPECT_EQ(hv, wv) << "layer " << l << " row " << r;
+        for (int g = 0; g < s.n_kv_heads; ++g) {
+          // Direct rotation: un-rotate from r (double), then rotate to i.
+          std::vector<double> raw = RawKey(*model_, *pool_, hrow, r, l, g);
+          std::vector<double> raw_w = RawKey(*model_, *pool_, wrow, i, l, g);
+          for (int d = 0; d < s.head_dim_k; ++d) {
+            ASSERT_NEAR(raw_w[d], raw[d], 2e-3 * (1 + std::fabs(raw[d])))
+                << "layer " << l << " row " << r << " -> " << i;
+          }
+        }
+      }
+    }
+  }
+  ASSERT_TRUE(mem->EndTurn(false).ok());
+  EXPECT_EQ(mem->history_rows(), 128);
+}
+
+TEST_P(MemArtTest, CoupledPositionsKeepOriginalPlaces) {
+  MemArtConfig config;
+  config.block_size = 8;
+  config.top_k = 2;
+  config.coupled_positions = true;
+  auto mem = Make(config);
+  Remember(mem.get(), 0, 64);
+  RetrievalReport rep;
+  ASSERT_TRUE(mem->BeginTurn(Tokens(64, 70), &threads_, &rep).ok());
+  ASSERT_EQ(rep.retrieved_rows, 16);
+  EXPECT_EQ(mem->next_position(), 70);  // after the whole history, not after R
+  for (int l = 0; l < model_->spec().n_layers; ++l) {
+    std::vector<int64_t> positions;
+    for (const kv::ViewRun& run : mem->working()->view().layer(l)) {
+      for (int i = 0; i < run.n_rows; ++i) positions.push_back(run.first_pos + i);
+    }
+    std::vector<int64_t> want;
+    for (int64_t b : rep.blocks[l]) {
+      for (int64_t r = b * 8; r < (b + 1) * 8; ++r) want.push_back(r);
+    }
+    for (int64_t p = 64; p < 70; ++p) want.push_back(p);
+    EXPECT_EQ(positions, want) << "layer " << l;
+  }
+  ASSERT_TRUE(mem->EndTurn(true).ok());
+  EXPECT_EQ(mem->history_rows(), 70);
+}
+
+TEST_P(MemArtTest, RejectsBadConfigAndTurnMisuse) {
+  MemArtConfig bad;
+  bad.block_size = 12;
+  EXPECT_FALSE(MemArtMemory::Create(*model_, pool_.get(), bad).ok());
+  bad = {};
+  bad.top_k = -1;
+  EXPECT_FALSE(MemArtMemory::Create(*model_, pool_.get(), bad).ok());
+  auto mem = Make({});
+  EXPECT_FALSE(mem->EndTurn(true).ok());
+  ASSERT_TRUE(mem->BeginTurn(Tokens(0, 5), &threads_, nullptr).ok());
+  EXPECT_FALSE(mem->BeginTurn(Tokens(0, 5), &threads_, nullptr).ok());
+  ASSERT_TRUE(mem->EndTurn(true).ok());
+  EXPECT_EQ(mem->history_rows(), 5);
+}
+
+INSTANTIATE_TEST_SUITE_P(Archs, MemArtTest, ::testing::Values("llama", "gemma3"));
+
+}  // namespace
+}  // namespace kvmem::memory
