@@ -10,6 +10,7 @@ void AddEvalCommands(CLI::App& app) {
   eval->require_subcommand(1);
   AddEvalKvQuantCommand(*eval);
   AddEvalNeedleCommand(*eval);
+  AddEvalLocomoCommand(*eval);
 }
 
 }  // namespace kvmem::app

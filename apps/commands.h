@@ -17,5 +17,6 @@ void AddBenchCommand(CLI::App& app);
 void AddEvalCommands(CLI::App& app);
 void AddEvalKvQuantCommand(CLI::App& eval);
 void AddEvalNeedleCommand(CLI::App& eval);
+void AddEvalLocomoCommand(CLI::App& eval);
 
 }  // namespace kvmem::app

@@ -58,12 +58,23 @@ class ProgressLine {
                  static_cast<long long>(total_rows_), s, eta, tty_ ? "" : "\n");
     std::fflush(stderr);
   }
+  // The same for work counted in equal steps (questions, turns): done/total, ETA linear in steps.
+  void Steps(int64_t done, int64_t total, const std::string& what) {
+    const auto now = Clock::now();
+    if (!tty_ && now - last_ < std::chrono::seconds(30) && done < total) return;
+    last_ = now;
+    const double s = Seconds();
+    const double eta =
+        done > 0 ? s * static_cast<double>(std::max<int64_t>(0, total - done)) / done : 0.0;
+    std::fprintf(stderr, "%s%s: %s | %lld/%lld steps | %.0f s | ETA %.0f s%s",
+                 tty_ ? "\r\033[K" : "", label_.c_str(), what.c_str(), static_cast<long long>(done),
+                 static_cast<long long>(total), s, eta, tty_ ? "" : "\n");
+    std::fflush(stderr);
+  }
   void Finish() {
     if (tty_) std::fputc('\n', stderr);
   }
-  double Seconds() const {
-    return std::chrono::duration<double>(Clock::now() - start_).count();
-  }
+  double Seconds() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
 
  private:
   using Clock = std::chrono::steady_clock;

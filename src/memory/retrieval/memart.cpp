@@ -52,6 +52,16 @@ MemArtMemory::MemArtMemory(const model::Model& model, kv::KvPool* pool, MemArtCo
 
 MemArtMemory::~MemArtMemory() = default;
 
+Status MemArtMemory::Reconfigure(const MemArtConfig& config) {
+  if (Status st = ValidateMemArtConfig(config); !st.ok()) return st;
+  if (config.block_size != config_.block_size) {
+    return InvalidArgument("memart: the block size of an existing history cannot change");
+  }
+  if (in_turn_) return FailedPrecondition("memart: reconfigured inside a turn");
+  config_ = config;
+  return Status::Ok();
+}
+
 int64_t MemArtMemory::BlockRows(int64_t block) const {
   const int64_t bs = config_.block_size;
   return std::min(bs, history_rows() - block * bs);

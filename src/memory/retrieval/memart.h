@@ -74,6 +74,9 @@ class MemArtMemory {
   ~MemArtMemory();
 
   const MemArtConfig& config() const { return config_; }
+  // Changes how later turns retrieve (top_k, strategy, always-kept parts, positions); the block
+  // size stays. InvalidArgument on a bad config or a different block size, or inside a turn.
+  Status Reconfigure(const MemArtConfig& config);
   const kv::KvSequence& history() const { return *history_; }
   int64_t history_rows() const { return history_->n_rows(); }
   const BlockIndex& index() const { return index_; }

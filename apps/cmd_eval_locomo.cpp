@@ -1,0 +1,187 @@
+// `kvmem eval locomo`: question answering over LoCoMo conversations held as agent memory
+// (eval/locomo_qa.h): full context, MemArt block retrieval and BM25 plaintext retrieval, with
+// F1, BLEU-1, evidence recall, answer NLL, prefill tokens, KV length at decode and latency per
+// method, overall and per category. A markdown table on stdout, --json OUT for the plot script
+// (scripts/plot_locomo.py), progress on stderr.
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "commands.h"
+#include "common.h"
+#include "eval/locomo.h"
+#include "eval/locomo_qa.h"
+#include "eval/progress.h"
+
+namespace kvmem::app {
+namespace {
+
+struct LocomoOptions {
+  std::string model;
+  std::vector<std::string> data;
+  eval::LocomoSweep sweep;
+  int limit = 0;
+  int conversations = 0;
+  int answer_tokens = 24;
+  std::string cache_type_k = "f16", cache_type_v = "f16";
+  std::string json_out;
+  int threads = DefaultThreads();
+};
+
+nlohmann::ordered_json SumsJson(const eval::QaSums& s) {
+  const double n = static_cast<double>(std::max<int64_t>(s.n, 1));
+  const double nr = static_cast<double>(std::max<int64_t>(s.n_recall, 1));
+  return {{"questions", s.n},
+          {"f1", s.f1 / n},
+          {"bleu1", s.bleu1 / n},
+          {"evidence_recall", s.evidence_recall / nr},
+          {"answer_nll", s.answer_nll / n},
+          {"prefill_tokens_per_question", s.prefill_tokens / n},
+          {"kv_len_decode", s.kv_len_decode / n},
+          {"latency_s", s.latency_s / n}};
+}
+
+void PrintTable(const std::vector<eval::LocomoMethodResult>& results) {
+  std::printf(
+      "| method | questions | F1 | BLEU-1 | evidence recall | answer NLL | prefill tok/q | "
+      "KV at decode | latency s |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+  for (const auto& r : results) {
+    const nlohmann::ordered_json j = SumsJson(r.overall);
+    std::printf("| %s | %lld | %.3f | %.3f | %.3f | %.3f | %.0f | %.0f | %.2f |\n",
+                r.method.c_str(), static_cast<long long>(r.overall.n), j["f1"].get<double>(),
+                j["bleu1"].get<double>(), j["evidence_recall"].get<double>(),
+                j["answer_nll"].get<double>(), j["prefill_tokens_per_question"].get<double>(),
+                j["kv_len_decode"].get<double>(), j["latency_s"].get<double>());
+  }
+  std::printf(
+      "\nF1 / answer NLL per category (1 multi-hop, 2 temporal, 3 open-domain, 4 "
+      "single-hop):\n\n| method | 1 | 2 | 3 | 4 |\n|---|---|---|---|---|\n");
+  for (const auto& r : results) {
+    std::printf("| %s |", r.method.c_str());
+    for (int c = 1; c <= 4; ++c) {
+      auto it = r.by_category.find(c);
+      if (it == r.by_category.end()) {
+        std::printf(" - |");
+      } else {
+        const nlohmann::ordered_json j = SumsJson(it->second);
+        std::printf(" %.3f / %.2f |", j["f1"].get<double>(), j["answer_nll"].get<double>());
+      }
+    }
+    std::printf("\n");
+  }
+  for (const auto& r : results) {
+    if (r.truncated_tokens > 0) {
+      std::printf(
+          "\n%s: the window held only the most recent history; %lld history tokens were "
+          "left out over all conversations.\n",
+          r.method.c_str(), static_cast<long long>(r.truncated_tokens));
+    }
+  }
+}
+
+int Run(const LocomoOptions& o) {
+  if (o.limit < 0 || o.conversations < 0 || o.answer_tokens <= 0) {
+    return Fail(InvalidArgument("--limit and --conversations must be >= 0, --answer-tokens > 0"));
+  }
+  auto methods = eval::ExpandLocomoMethods(o.sweep);
+  if (!methods.ok()) return Fail(methods.status());
+  auto convs = eval::LoadLocomoData(o.data);
+  if (!convs.ok()) return Fail(convs.status());
+  if (o.conversations > 0 && static_cast<int>(convs->size()) > o.conversations) {
+    convs->resize(o.conversations);
+  }
+  auto mt = LoadModelAndTokenizer(o.model);
+  if (!mt.ok()) return Fail(mt.status());
+  const model::Model& model = *mt->model;
+  eval::LocomoQaOptions qo;
+  qo.answer_tokens = o.answer_tokens;
+  qo.limit = o.limit;
+  auto fk = kv::ParseKvFormat(o.cache_type_k);
+  if (!fk.ok()) return Fail(fk.status().WithContext("--ctk"));
+  auto fv = kv::ParseKvFormat(o.cache_type_v);
+  if (!fv.ok()) return Fail(fv.status().WithContext("--ctv"));
+  qo.kv_formats = {*fk, *fv};
+  Status fmt = kv::CheckKvFormats(qo.kv_formats, model.spec().head_dim_k, model.spec().head_dim_v);
+  if (!fmt.ok()) return Fail(fmt);
+  eval::ProgressLine progress("kvmem eval locomo", 0, 0);
+  qo.progress = [&](int64_t done, int64_t total, const std::string& what) {
+    progress.Steps(done, total, what);
+  };
+  ThreadPool threads(o.threads);
+  auto results = eval::RunLocomoQa(model, *mt->tok, &threads, *convs, *methods, qo, nullptr);
+  progress.Finish();
+  if (!results.ok()) return Fail(results.status());
+  PrintTable(*results);
+  if (!o.json_out.empty()) {
+    nlohmann::ordered_json j;
+    j["model"] = model.spec().name.empty() ? o.model : model.spec().name;
+    j["conversations"] = nlohmann::json::array();
+    for (const auto& c : *convs) j["conversations"].push_back(c.id);
+    j["kv_format"] = o.cache_type_k + "/" + o.cache_type_v;
+    for (const auto& r : *results) {
+      nlohmann::ordered_json m = SumsJson(r.overall);
+      m["by_category"] = nlohmann::ordered_json::object();
+      for (const auto& [cat, s] : r.by_category)
+        m["by_category"][std::to_string(cat)] = SumsJson(s);
+      m["truncated_history_tokens"] = r.truncated_tokens;
+      m["ingest_seconds"] = r.ingest_seconds;
+      j["methods"][r.method] = m;
+    }
+    std::ofstream f(o.json_out);
+    f << j.dump(2) << "\n";
+    if (!f) return Fail(IoError("cannot write " + o.json_out));
+  }
+  std::fprintf(stderr, "kvmem eval locomo: %zu methods, %zu conversations, %.0f s\n",
+               methods->size(), convs->size(), progress.Seconds());
+  return 0;
+}
+
+}  // namespace
+
+void AddEvalLocomoCommand(CLI::App& eval) {
+  auto o = std::make_shared<LocomoOptions>();
+  CLI::App* cmd = eval.add_subcommand(
+      "locomo", "LoCoMo QA over agent memory: full context, MemArt retrieval, BM25 turns");
+  cmd->add_option("-m,--model", o->model, "GGUF model (default: the installed SmolLM2)");
+  cmd->add_option("--data", o->data,
+                  "LoCoMo .json files or directories (default: $KVMEM_DATA/locomo, else "
+                  "../shared/data/locomo)");
+  cmd->add_option("--methods", o->sweep.names, "full, memart, memart-coupled, bm25")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--k", o->sweep.top_k, "MemArt blocks retrieved per layer (a sweep)")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--bs", o->sweep.block_sizes, "MemArt block sizes: 8, 16, 32")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--strategies", o->sweep.strategies,
+                  "MemArt scoring: softmax-sum, softmax-max, rr-sum, rr-max")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--keep-first", o->sweep.keep_first, "MemArt: history tokens always read first")
+      ->capture_default_str();
+  cmd->add_option("--keep-last", o->sweep.keep_last, "MemArt: latest history tokens always read")
+      ->capture_default_str();
+  cmd->add_option("--bm25-k", o->sweep.bm25_k, "BM25: turns re-inserted (a sweep)")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--limit", o->limit, "questions per conversation (0: all)")
+      ->capture_default_str();
+  cmd->add_option("--conversations", o->conversations, "first N conversations (0: all)")
+      ->capture_default_str();
+  cmd->add_option("--answer-tokens", o->answer_tokens, "greedy answer length limit")
+      ->capture_default_str();
+  cmd->add_option("--ctk,--cache-type-k", o->cache_type_k, "K format: f16, q8_0, q4_0")
+      ->capture_default_str();
+  cmd->add_option("--ctv,--cache-type-v", o->cache_type_v, "V format: f16, q8_0, q4_0")
+      ->capture_default_str();
+  cmd->add_option("--json", o->json_out, "write the results as JSON to this file");
+  cmd->add_option("-t,--threads", o->threads, "threads")->capture_default_str();
+  cmd->callback([o] { throw CLI::RuntimeError(Run(*o)); });
+}
+
+}  // namespace kvmem::app

@@ -1,0 +1,454 @@
+#include "eval/locomo_qa.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <memory>
+
+#include "engine/forward.h"
+#include "engine/generate.h"
+#include "eval/bm25.h"
+#include "eval/metrics.h"
+#include "eval/qa_metrics.h"
+#include "tokenizer/chat_template.h"
+
+namespace kvmem::eval {
+
+void QaSums::Add(const QaSums& o) {
+  n += o.n;
+  n_recall += o.n_recall;
+  f1 += o.f1;
+  bleu1 += o.bleu1;
+  evidence_recall += o.evidence_recall;
+  answer_nll += o.answer_nll;
+  prefill_tokens += o.prefill_tokens;
+  kv_len_decode += o.kv_len_decode;
+  latency_s += o.latency_s;
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double Since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// The history as the agent receives it: one piece per turn (its session's date line first when
+// it opens a session), tokenized piece by piece, so every method sees the same tokens.
+struct History {
+  std::vector<std::string> text;             // (n_turns)
+  std::vector<std::vector<int32_t>> tokens;  // (n_turns)
+  std::vector<int64_t> first;                // (n_turns + 1) token offsets
+  std::map<std::string, size_t> turn_of;     // dia_id -> turn
+  std::vector<int32_t> all;
+};
+
+History BuildHistory(const LocomoConversation& c, const tokenizer::Tokenizer& tok) {
+  const RenderedConversation r = RenderConversation(c);
+  History h;
+  size_t prev = 0;
+  h.first.push_back(0);
+  for (const TurnSpan& t : r.turns) {
+    const size_t end = std::min(r.text.size(), t.end + 1);  // with the line break
+    h.text.push_back(r.text.substr(prev, end - prev));
+    h.tokens.push_back(tok.Encode(h.text.back(), /*add_special=*/prev == 0));
+    h.all.insert(h.all.end(), h.tokens.back().begin(), h.tokens.back().end());
+    h.first.push_back(static_cast<int64_t>(h.all.size()));
+    h.turn_of[t.dia_id] = h.text.size() - 1;
+    prev = end;
+  }
+  return h;
+}
+
+// Turns the question's evidence names, when the conversation has them.
+std::vector<size_t> EvidenceTurns(const LocomoQa& qa, const History& h) {
+  std::vector<size_t> turns;
+  for (const std::string& id : qa.evidence) {
+    auto it = h.turn_of.find(id);
+    if (it != h.turn_of.end()) turns.push_back(it->second);
+  }
+  return turns;
+}
+
+// Share of the evidence turns whose rows pass `half_read` (a turn's share of rows read >= 1/2,
+// or a graded share for memart's per-layer vote).
+template <typename TurnShare>
+void AddRecall(const std::vector<size_t>& turns, TurnShare share, QaSums* m) {
+  if (turns.empty()) return;
+  double sum = 0;
+  for (size_t t : turns) sum += share(t);
+  m->n_recall = 1;
+  m->evidence_recall = sum / static_cast<double>(turns.size());
+}
+
+struct Answer {
+  double nll = 0;
+  std::string prediction;
+  int64_t kv_len = 0;
+  double seconds = 0;  // generation only
+};
+
+// seq holds the context and the prompt but its last token, the next token going at position
+// seq->n_rows() + pos_offset. Scores the gold answer teacher-forced, then answers greedily;
+// seq is left as it was.
+Result<Answer> AnswerOn(const model::Model& model, const tokenizer::Tokenizer& tok,
+                        ThreadPool* pool, kv::KvSequence* seq, int64_t pos_offset,
+                        int32_t last_prompt_token, const std::vector<int32_t>& gold,
+                        int answer_tokens) {
+  Answer a;
+  const int64_t keep = seq->n_rows();
+  if (!gold.empty()) {
+    std::vector<int32_t> forced = {last_prompt_token};
+    forced.insert(forced.end(), gold.begin(), gold.end() - 1);
+    std::vector<float> logits;
+    KVMEM_RETURN_IF_ERROR(engine::Forward(model, pool, seq, forced, keep + pos_offset,
+                                          /*all_logits=*/true, &logits));
+    const size_t vocab = logits.size() / forced.size();
+    for (size_t i = 0; i < gold.size(); ++i) {
+      a.nll += NegLogLikelihood(std::span(logits).subspan(i * vocab, vocab), gold[i]);
+    }
+    a.nll /= static_cast<double>(gold.size());
+    seq->Truncate(keep);
+  }
+  engine::GenerateParams gp;
+  gp.max_new_tokens = answer_tokens;
+  gp.sampler.temperature = 0;
+  gp.position_offset = pos_offset;
+  std::vector<int32_t> out, hist;
+  std::string text;
+  engine::GenerateStats stats;
+  const auto t0 = Clock::now();
+  const int32_t first[1] = {last_prompt_token};
+  KVMEM_RETURN_IF_ERROR(engine::Generate(
+      model, pool, seq, first, gp, [&](int32_t t) { return tok.IsEndOfGeneration(t); },
+      [&](int32_t t) {
+        out.push_back(t);
+        text += tok.TokenToPiece(t);
+        return text.find('\n') == std::string::npos;
+      },
+      &hist, &stats));
+  a.seconds = Since(t0);
+  a.kv_len = seq->n_rows();
+  seq->Truncate(keep);
+  text = text.substr(0, text.find('\n'));
+  a.prediction = std::string(tokenizer::TrimPythonWhitespace(text));
+  return a;
+}
+
+class Runner {
+ public:
+  Runner(const model::Model& model, const tokenizer::Tokenizer& tok, ThreadPool* pool,
+         const LocomoQaOptions& o, const QaCallback& on_answer)
+      : model_(model), tok_(tok), pool_(pool), o_(o), on_answer_(on_answer) {}
+
+  Status Init() {
+    auto tmpl = tokenizer::DetectChatTemplate(tok_.chat_template(), model_.spec().arch_name);
+    if (!tmpl.ok()) return tmpl.status().WithContext("locomo: chat template");
+    tmpl_ = *tmpl;
+    return Status::Ok();
+  }
+
+  void set_total(int64_t total) { total_ = total; }
+
+  Status Conversation(const LocomoConversation& c, const std::vector<LocomoMethod>& methods,
+                      std::vector<LocomoMethodResult>* results) {
+    conv_ = &c;
+    hist_ = BuildHistory(c, tok_);
+    questions_.clear();
+    for (const LocomoQa& qa : c.qa) {
+      if (qa.category == 5 || qa.answer.empty()) continue;
+      if (o_.limit > 0 && static_cast<int>(questions_.size()) >= o_.limit) break;
+      Question q;
+      q.qa = &qa;
+      auto prompt = QuestionPrompt(qa.question);
+      if (!prompt.ok()) return prompt.status();
+      q.prompt = std::move(*prompt);
+      q.gold = tok_.Encode(qa.answer, /*add_special=*/false);
+      q.evidence = EvidenceTurns(qa, hist_);
+      questions_.push_back(std::move(q));
+    }
+    // Per block size; the pools outlive the memories whose sequences hold their blocks.
+    std::map<int, std::unique_ptr<kv::KvPool>> memart_pools;
+    std::map<int, std::unique_ptr<memory::MemArtMemory>> memart;
+    for (size_t i = 0; i < methods.size(); ++i) {
+      const LocomoMethod& m = methods[i];
+      LocomoMethodResult& r = (*results)[i];
+      if (m.kind == LocomoMethodKind::kFull) {
+        KVMEM_RETURN_IF_ERROR(Full(m, &r));
+      } else if (m.kind == LocomoMethodKind::kBm25) {
+        KVMEM_RETURN_IF_ERROR(Bm25(m, &r));
+      } else {
+        const int bs = m.memart.block_size;
+        if (!memart.count(bs)) {
+          const auto t0 = Clock::now();
+          auto mem = Ingest(m, &memart_pools[bs]);
+          if (!mem.ok()) return mem.status();
+          memart[bs] = std::move(*mem);
+          r.ingest_seconds += Since(t0);
+        }
+        KVMEM_RETURN_IF_ERROR(MemArt(m, memart[bs].get(), &r));
+      }
+    }
+    return Status::Ok();
+  }
+
+ private:
+  struct Question {
+    const LocomoQa* qa = nullptr;
+    std::vector<int32_t> prompt, gold;
+    std::vector<size_t> evidence;
+  };
+
+  Result<std::vector<int32_t>> QuestionPrompt(const std::string& question) const {
+    const tokenizer::ChatMessage msg{
+        "user", "Based on the conversation above, answer the question in a few words.\nQuestion: " +
+                    question};
+    auto text = tokenizer::RenderChat(tmpl_, std::span(&msg, 1), /*add_generation_prompt=*/true);
+    if (!text.ok()) return text.status();
+    return tok_.Encode(*text, /*add_special=*/false, /*parse_special=*/true);
+  }
+
+  std::unique_ptr<kv::KvPool> MakePool(int64_t rows) const {
+    const int block_rows = 256;
+    return std::make_unique<kv::KvPool>(model_.kv_geometry(block_rows),
+                                        static_cast<int>(rows / block_rows + 4), o_.kv_formats);
+  }
+
+  void Tick(const std::string& what) {
+    ++done_;
+    if (o_.progress) o_.progress(done_, total_, what);
+  }
+
+  void Record(const LocomoMethod& m, const Question& q, const Answer& a, QaSums metrics,
+              LocomoMethodResult* r) {
+    metrics.n = 1;
+    metrics.f1 = TokenF1(a.prediction, q.qa->answer);
+    metrics.bleu1 = Bleu1(a.prediction, q.qa->answer);
+    metrics.answer_nll = a.nll;
+    metrics.kv_len_decode = static_cast<double>(a.kv_len);
+    r->overall.Add(metrics);
+    r->by_category[q.qa->category].Add(metrics);
+    if (on_answer_) {
+      on_answer_(
+          {m.name, conv_->id, q.qa->question, q.qa->answer, a.prediction, q.qa->category, metrics});
+    }
+    Tick(m.name);
+  }
+
+  Status Full(const LocomoMethod& m, LocomoMethodResult* r) {
+    // Room for the longest question and its answer inside the window.
+    size_t longest = 0;
+    for (const Question& q : questions_)
+      longest = std::max(longest, q.prompt.size() + q.gold.size());
+    const int64_t window = model_.spec().n_ctx_train;
+    const int64_t room = window - static_cast<int64_t>(longest) - o_.answer_tokens - 8;
+    const int64_t n = static_cast<int64_t>(hist_.all.size());
+    const int64_t h0 = std::max<int64_t>(0, n - std::max<int64_t>(room, 0));
+    r->truncated_tokens += h0;
+    auto pool = MakePool(n - h0 + static_cast<int64_t>(longest) + o_.answer_tokens + 64);
+    kv::KvSequence seq(pool.get());
+    std::vector<float> logits;
+    const auto t0 = Clock::now();
+    KVMEM_RETURN_IF_ERROR(
+        engine::Forward(model_, pool_, &seq, std::span(hist_.all).subspan(h0), 0, false, &logits));
+    r->ingest_seconds += Since(t0);
+    const int64_t kept = seq.n_rows();
+    for (const Question& q : questions_) {
+      const auto t1 = Clock::now();
+      KVMEM_RETURN_IF_ERROR(engine::Forward(model_, pool_, &seq,
+                                            std::span(q.prompt).first(q.prompt.size() - 1), kept,
+                                            false, &logits));
+      const double prefill_s = Since(t1);
+      auto a = AnswerOn(model_, tok_, pool_, &seq, 0, q.prompt.back(), q.gold, o_.answer_tokens);
+      if (!a.ok()) return a.status();
+      seq.Truncate(kept);
+      QaSums mt;
+      mt.prefill_tokens = static_cast<double>(kept + q.prompt.size());
+      mt.latency_s = prefill_s + a->seconds;
+      AddRecall(
+          q.evidence,
+          [&](size_t t) {
+            const int64_t a0 = std::max(hist_.first[t], h0), a1 = hist_.first[t + 1];
+            const int64_t len = hist_.first[t + 1] - hist_.first[t];
+            return len > 0 && 2 * std::max<int64_t>(0, a1 - a0) >= len ? 1.0 : 0.0;
+          },
+          &mt);
+      Record(m, q, *a, mt, r);
+    }
+    return Status::Ok();
+  }
+
+  Status Bm25(const LocomoMethod& m, LocomoMethodResult* r) {
+    const Bm25Index index(hist_.text);
+    size_t longest = 0;
+    for (const auto& t : hist_.tokens) longest = std::max(longest, t.size());
+    auto pool = MakePool(static_cast<int64_t>(longest) * m.bm25_k + 1024);
+    kv::KvSequence seq(pool.get());
+    std::vector<float> logits;
+    for (const Question& q : questions_) {
+      std::vector<size_t> turns = index.TopK(q.qa->question, static_cast<size_t>(m.bm25_k));
+      std::sort(turns.begin(), turns.end());  // history order
+      std::vector<int32_t> input;
+      for (size_t t : turns) {
+        if (input.empty() && tok_.add_bos() && hist_.tokens[t].empty() == false &&
+            hist_.tokens[t][0] != tok_.bos_id()) {
+          input.push_back(tok_.bos_id());
+        }
+        input.insert(input.end(), hist_.tokens[t].begin(), hist_.tokens[t].end());
+      }
+      input.insert(input.end(), q.prompt.begin(), q.prompt.end() - 1);
+      seq.Clear();
+      const auto t1 = Clock::now();
+      KVMEM_RETURN_IF_ERROR(engine::Forward(model_, pool_, &seq, input, 0, false, &logits));
+      const double prefill_s = Since(t1);
+      auto a = AnswerOn(model_, tok_, pool_, &seq, 0, q.prompt.back(), q.gold, o_.answer_tokens);
+      if (!a.ok()) return a.status();
+      QaSums mt;
+      mt.prefill_tokens = static_cast<double>(input.size() + 1);
+      mt.latency_s = prefill_s + a->seconds;
+      AddRecall(
+          q.evidence,
+          [&](size_t t) { return std::binary_search(turns.begin(), turns.end(), t) ? 1.0 : 0.0; },
+          &mt);
+      Record(m, q, *a, mt, r);
+    }
+    return Status::Ok();
+  }
+
+  Result<std::unique_ptr<memory::MemArtMemory>> Ingest(const LocomoMethod& m,
+                                                       std::unique_ptr<kv::KvPool>* pool) {
+    const int64_t retrieved = int64_t{m.memart.top_k} * m.memart.block_size + m.memart.keep_first +
+                              m.memart.keep_last + 2 * m.memart.block_size;
+    *pool = MakePool(static_cast<int64_t>(hist_.all.size()) + retrieved + 1024);
+    auto mem = memory::MemArtMemory::Create(model_, pool->get(), m.memart);
+    if (!mem.ok()) return mem.status();
+    for (size_t t = 0; t < hist_.tokens.size(); ++t) {
+      KVMEM_RETURN_IF_ERROR((*mem)->BeginTurn(hist_.tokens[t], pool_, nullptr));
+      KVMEM_RETURN_IF_ERROR((*mem)->EndTurn(true));
+      Tick("memart bs" + std::to_string(m.memart.block_size) + " ingest");
+    }
+    return mem;
+  }
+
+  Status MemArt(const LocomoMethod& m, memory::MemArtMemory* mem, LocomoMethodResult* r) {
+    KVMEM_RETURN_IF_ERROR(mem->Reconfigure(m.memart));
+    const int bs = m.memart.block_size;
+    for (const Question& q : questions_) {
+      memory::RetrievalReport rep;
+      const auto t1 = Clock::now();
+      KVMEM_RETURN_IF_ERROR(
+          mem->BeginTurn(std::span(q.prompt).first(q.prompt.size() - 1), pool_, &rep));
+      const double prefill_s = Since(t1);
+      kv::KvSequence* work = mem->working();
+      auto a = AnswerOn(model_, tok_, pool_, work, mem->next_position() - work->n_rows(),
+                        q.prompt.back(), q.gold, o_.answer_tokens);
+      KVMEM_RETURN_IF_ERROR(mem->EndTurn(false));
+      if (!a.ok()) return a.status();
+      QaSums mt;
+      mt.prefill_tokens = static_cast<double>(q.prompt.size());
+      mt.latency_s = prefill_s + a->seconds;
+      AddRecall(
+          q.evidence,
+          [&](size_t t) {
+            const int64_t a0 = hist_.first[t], a1 = hist_.first[t + 1];
+            if (a1 <= a0) return 0.0;
+            double layers = 0;
+            for (const std::vector<int64_t>& blocks : rep.blocks) {
+              int64_t read = 0;
+              for (int64_t b : blocks) {
+                read += std::max<int64_t>(0, std::min(a1, (b + 1) * bs) - std::max(a0, b * bs));
+              }
+              layers += 2 * read >= a1 - a0 ? 1.0 : 0.0;
+            }
+            return layers / static_cast<double>(rep.blocks.size());
+          },
+          &mt);
+      Record(m, q, *a, mt, r);
+    }
+    return Status::Ok();
+  }
+
+  const model::Model& model_;
+  const tokenizer::Tokenizer& tok_;
+  ThreadPool* pool_;
+  const LocomoQaOptions& o_;
+  const QaCallback& on_answer_;
+  tokenizer::ChatTemplate tmpl_;
+  const LocomoConversation* conv_ = nullptr;
+  History hist_;
+  std::vector<Question> questions_;
+  int64_t done_ = 0, total_ = 0;
+};
+
+}  // namespace
+
+Result<std::vector<LocomoMethod>> ExpandLocomoMethods(const LocomoSweep& sweep) {
+  std::vector<LocomoMethod> out;
+  if (sweep.names.empty()) return InvalidArgument("--methods: none given");
+  for (const std::string& name : sweep.names) {
+    if (name == "full") {
+      out.push_back({"full", LocomoMethodKind::kFull, {}, 0});
+    } else if (name == "bm25") {
+      if (sweep.bm25_k.empty()) return InvalidArgument("--bm25-k: none given");
+      for (int k : sweep.bm25_k) {
+        if (k <= 0) return InvalidArgument("--bm25-k: " + std::to_string(k) + " is not positive");
+        out.push_back({"bm25/k" + std::to_string(k), LocomoMethodKind::kBm25, {}, k});
+      }
+    } else if (name == "memart" || name == "memart-coupled") {
+      if (sweep.block_sizes.empty() || sweep.strategies.empty() || sweep.top_k.empty()) {
+        return InvalidArgument("--bs, --strategies and --k need at least one value each");
+      }
+      for (int bs : sweep.block_sizes) {
+        for (const std::string& st : sweep.strategies) {
+          auto strategy = memory::ParseStrategy(st);
+          if (!strategy.ok()) return strategy.status();
+          for (int k : sweep.top_k) {
+            memory::MemArtConfig c;
+            c.block_size = bs;
+            c.top_k = k;
+            c.strategy = *strategy;
+            c.keep_first = sweep.keep_first;
+            c.keep_last = sweep.keep_last;
+            c.coupled_positions = name == "memart-coupled";
+            KVMEM_RETURN_IF_ERROR(memory::ValidateMemArtConfig(c));
+            out.push_back({name + "/" + st + "/bs" + std::to_string(bs) + "/k" + std::to_string(k),
+                           LocomoMethodKind::kMemArt, c, 0});
+          }
+        }
+      }
+    } else {
+      return InvalidArgument("unknown method '" + name + "' (full, memart, memart-coupled, bm25)");
+    }
+  }
+  return out;
+}
+
+Result<std::vector<LocomoMethodResult>> RunLocomoQa(
+    const model::Model& model, const tokenizer::Tokenizer& tok, ThreadPool* pool,
+    const std::vector<LocomoConversation>& convs, const std::vector<LocomoMethod>& methods,
+    const LocomoQaOptions& options, const QaCallback& on_answer) {
+  std::vector<LocomoMethodResult> results(methods.size());
+  for (size_t i = 0; i < methods.size(); ++i) results[i].method = methods[i].name;
+  Runner runner(model, tok, pool, options, on_answer);
+  KVMEM_RETURN_IF_ERROR(runner.Init());
+  int64_t total = 0;
+  for (const LocomoConversation& c : convs) {
+    int64_t n_q = 0;
+    for (const LocomoQa& qa : c.qa) n_q += qa.category != 5 && !qa.answer.empty() ? 1 : 0;
+    if (options.limit > 0) n_q = std::min<int64_t>(n_q, options.limit);
+    int64_t turns = 0;
+    for (const LocomoSession& s : c.sessions) turns += static_cast<int64_t>(s.turns.size());
+    std::map<int, bool> bs;
+    for (const LocomoMethod& m : methods) {
+      if (m.kind == LocomoMethodKind::kMemArt) bs[m.memart.block_size] = true;
+    }
+    total += n_q * static_cast<int64_t>(methods.size()) + turns * static_cast<int64_t>(bs.size());
+  }
+  runner.set_total(total);
+  for (const LocomoConversation& c : convs) {
+    KVMEM_RETURN_IF_ERROR(runner.Conversation(c, methods, &results).WithContext(c.id));
+  }
+  return results;
+}
+
+}  // namespace kvmem::eval

@@ -1,0 +1,100 @@
+// LoCoMo question answering over an agent's memory (`kvmem eval locomo`): each conversation is
+// the history, fed turn by turn (speaker-labelled lines, each session opened by its date line);
+// then every question (category 5 skipped: it has no gold answer) is asked after it, and the
+// greedy answer is scored. Methods:
+//   full    the whole history in the cache as plain context, truncated to its most recent
+//           tokens where the model's window is smaller (result.truncated_tokens says how many);
+//           prefill per question counts the kept history (what a plaintext agent re-reads).
+//   memart  the history as MemArt memory blocks (memory/retrieval/memart.h), ingested turn by
+//           turn with retrieval, then each question retrieves per layer with the method's
+//           strategy and top_k; only the question is prefilled.
+//   bm25    the top-k turns by BM25 against the question, re-inserted as text in history order.
+// Metrics per question: token F1 and BLEU-1 (qa_metrics.h), evidence recall (share of the
+// question's evidence turns of which at least half the tokens are in the rows the answer reads:
+// for memart averaged over layers, a turn counting in a layer when half its rows were
+// retrieved there), answer NLL (mean per token, teacher-forced, of the gold answer after the
+// prompt), prefill tokens, KV rows at decode, seconds.
+// Not thread-safe; the ThreadPool parallelizes inside the forward passes.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "core/thread_pool.h"
+#include "eval/locomo.h"
+#include "kv/kv_format.h"
+#include "memory/retrieval/memart.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kvmem::eval {
+
+enum class LocomoMethodKind { kFull, kMemArt, kBm25 };
+
+struct LocomoMethod {
+  std::string name;  // e.g. "full", "memart/softmax-sum/bs16/k32", "bm25/k10"
+  LocomoMethodKind kind = LocomoMethodKind::kFull;
+  memory::MemArtConfig memart;  // kMemArt
+  int bm25_k = 0;               // kBm25
+};
+
+struct LocomoQaOptions {
+  int answer_tokens = 24;  // greedy answer length limit (stops at a line break or end of turn)
+  int limit = 0;           // questions per conversation (0: all)
+  kv::KvFormats kv_formats;
+  // Called after each ingested turn and each answered question: units done of total, and what.
+  std::function<void(int64_t done, int64_t total, const std::string& what)> progress;
+};
+
+struct QaSums {
+  int64_t n = 0;
+  int64_t n_recall = 0;  // questions whose evidence names turns of the conversation
+  double f1 = 0, bleu1 = 0, evidence_recall = 0, answer_nll = 0;
+  double prefill_tokens = 0, kv_len_decode = 0, latency_s = 0;
+  void Add(const QaSums& o);
+};
+
+struct LocomoMethodResult {
+  std::string method;
+  QaSums overall;
+  std::map<int, QaSums> by_category;
+  int64_t truncated_tokens = 0;  // full: history tokens left out of the window, all conversations
+  double ingest_seconds = 0;     // memart: feeding the history
+};
+
+// The methods a command line names: `names` from {full, memart, memart-coupled, bm25}; memart
+// expands to every block size x strategy x top_k (memart-coupled likewise, with coupled
+// positions), bm25 to every k. Names: "full", "memart/<strategy>/bs<BS>/k<K>",
+// "memart-coupled/...", "bm25/k<K>". InvalidArgument on an unknown name or empty sweep.
+struct LocomoSweep {
+  std::vector<std::string> names = {"full", "memart", "bm25"};
+  std::vector<int> block_sizes = {16};
+  std::vector<std::string> strategies = {"softmax-sum"};
+  std::vector<int> top_k = {16};
+  std::vector<int> bm25_k = {10};
+  int keep_first = 0;
+  int keep_last = 0;
+};
+Result<std::vector<LocomoMethod>> ExpandLocomoMethods(const LocomoSweep& sweep);
+
+// One answered question, for progress and logs.
+struct QaRecord {
+  std::string method, conversation, question, gold, prediction;
+  int category = 0;
+  QaSums metrics;  // n = 1
+};
+
+using QaCallback = std::function<void(const QaRecord&)>;
+
+// Runs the methods over the conversations. Methods of kind memart that share a block size share
+// one ingested history per conversation (ingested with the first such method's config).
+Result<std::vector<LocomoMethodResult>> RunLocomoQa(
+    const model::Model& model, const tokenizer::Tokenizer& tok, ThreadPool* pool,
+    const std::vector<LocomoConversation>& convs, const std::vector<LocomoMethod>& methods,
+    const LocomoQaOptions& options, const QaCallback& on_answer);
+
+}  // namespace kvmem::eval
