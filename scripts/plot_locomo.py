@@ -1,0 +1,68 @@
+#!/usr/bin/env python3
+"""Plots `kvmem eval locomo --json OUT` results: answer quality against prefill tokens per
+question (log scale), one point per method, MemArt's k sweeps joined by lines.
+
+    ~/.cache/kvmem/venv/bin/pip install matplotlib   # once
+    ~/.cache/kvmem/venv/bin/python scripts/plot_locomo.py OUT.json [PLOT.png]
+
+Two panels: answer NLL (lower is better; meaningful even where a small model's F1 is ~0) and
+evidence recall, both against prefill tokens per question.
+"""
+import json
+import re
+import sys
+from collections import defaultdict
+
+
+def main():
+    if len(sys.argv) not in (2, 3):
+        sys.exit(__doc__)
+    src = sys.argv[1]
+    dst = sys.argv[2] if len(sys.argv) == 3 else re.sub(r"\.json$", "", src) + ".png"
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        sys.exit("plot_locomo: matplotlib is missing; install it with "
+                 "~/.cache/kvmem/venv/bin/pip install matplotlib")
+    with open(src) as f:
+        data = json.load(f)
+    methods = data.get("methods", {})
+    if not methods:
+        sys.exit(f"plot_locomo: {src} has no methods")
+    # Series: a MemArt (variant, strategy, block size) over k; a BM25 over k; full alone.
+    series = defaultdict(list)
+    for name, m in methods.items():
+        parts = name.split("/")
+        if parts[0].startswith("memart"):
+            key = "/".join(parts[:3])
+        elif parts[0] == "bm25":
+            key = "bm25"
+        else:
+            key = name
+        series[key].append(m)
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.8))
+    for ax, metric, label in ((axes[0], "answer_nll", "answer NLL (nats/token, lower is better)"),
+                              (axes[1], "evidence_recall", "evidence recall")):
+        for key, points in sorted(series.items()):
+            points = sorted(points, key=lambda m: m["prefill_tokens_per_question"])
+            xs = [p["prefill_tokens_per_question"] for p in points]
+            ys = [p[metric] for p in points]
+            style = "s" if key == "full" else ("^--" if key == "bm25" else "o-")
+            ax.plot(xs, ys, style, label=key, markersize=6)
+        ax.set_xscale("log")
+        ax.set_xlabel("prefill tokens per question (log)")
+        ax.set_ylabel(label)
+        ax.grid(True, alpha=0.3)
+    axes[0].legend(fontsize=7, loc="best")
+    convs = ", ".join(data.get("conversations", []))
+    fig.suptitle(f"LoCoMo QA, {data.get('model', '')} ({convs}); points along a line: k sweep",
+                 fontsize=10)
+    fig.tight_layout()
+    fig.savefig(dst, dpi=110)
+    print(dst)
+
+
+if __name__ == "__main__":
+    main()
