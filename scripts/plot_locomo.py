@@ -5,8 +5,10 @@ question (log scale), one point per method, MemArt's k sweeps joined by lines.
     ~/.cache/kvmem/venv/bin/pip install matplotlib   # once
     ~/.cache/kvmem/venv/bin/python scripts/plot_locomo.py OUT.json [PLOT.png]
 
-Two panels: answer NLL (lower is better; meaningful even where a small model's F1 is ~0) and
-evidence recall, both against prefill tokens per question.
+Three panels: answer NLL (lower is better; meaningful even where a small model's F1 is ~0)
+against prefill tokens per question, then answer NLL and evidence recall against the KV rows
+read at decode (the comparison at equal KV tokens; MemArt's prefill is the question alone
+whatever k is).
 """
 import json
 import re
@@ -23,6 +25,7 @@ def main():
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        import matplotlib.ticker
     except ImportError:
         sys.exit("plot_locomo: matplotlib is missing; install it with "
                  "~/.cache/kvmem/venv/bin/pip install matplotlib")
@@ -42,17 +45,21 @@ def main():
         else:
             key = name
         series[key].append(m)
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.8))
-    for ax, metric, label in ((axes[0], "answer_nll", "answer NLL (nats/token, lower is better)"),
-                              (axes[1], "evidence_recall", "evidence recall")):
+    fig, axes = plt.subplots(1, 3, figsize=(17, 4.8))
+    nll = "answer NLL (nats/token, lower is better)"
+    panels = ((axes[0], "prefill_tokens_per_question", "answer_nll", nll),
+              (axes[1], "kv_len_decode", "answer_nll", nll),
+              (axes[2], "kv_len_decode", "evidence_recall", "evidence recall"))
+    for ax, xkey, metric, label in panels:
         for key, points in sorted(series.items()):
-            points = sorted(points, key=lambda m: m["prefill_tokens_per_question"])
-            xs = [p["prefill_tokens_per_question"] for p in points]
+            points = sorted(points, key=lambda m: m[xkey])
+            xs = [p[xkey] for p in points]
             ys = [p[metric] for p in points]
             style = "s" if key == "full" else ("^--" if key == "bm25" else "o-")
             ax.plot(xs, ys, style, label=key, markersize=6)
         ax.set_xscale("log")
-        ax.set_xlabel("prefill tokens per question (log)")
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        ax.set_xlabel(xkey.replace("_", " ") + " (log)")
         ax.set_ylabel(label)
         ax.grid(True, alpha=0.3)
     axes[0].legend(fontsize=7, loc="best")
