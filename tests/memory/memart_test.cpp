@@ -95,24 +95,28 @@ TEST_P(MemArtTest, AllBlocksRetrievedEqualsFullContext) {
   }
 }
 
-// The key of history row r in (layer, head), un-rotated from position r in double precision.
+// Rotates one head's vector x by `delta` positions with RoPE in double precision, the angles
+// computed directly.
+void RotateDirect(std::vector<double>* x, const kv::RopeSpec& rope, int64_t delta) {
+  const int half = rope.rot_dim / 2;
+  for (int i = 0; i < half; ++i) {
+    const double a = delta * std::pow(double(rope.freq_base), -2.0 * i / rope.rot_dim);
+    const int i0 = rope.mode == kernels::RopeMode::kNeox ? i : 2 * i;
+    const int i1 = rope.mode == kernels::RopeMode::kNeox ? i + half : 2 * i + 1;
+    const double x0 = (*x)[i0], x1 = (*x)[i1];
+    (*x)[i0] = x0 * std::cos(a) - x1 * std::sin(a);
+    (*x)[i1] = x0 * std::sin(a) + x1 * std::cos(a);
+  }
+}
+
+// The key of a stored row in (layer, head), un-rotated from position pos.
 std::vector<double> RawKey(const model::Model& model, const kv::KvPool& pool, kv::RowRef row,
                            int64_t pos, int layer, int head) {
   const model::ModelSpec& s = model.spec();
   std::vector<float> k(s.k_dim()), v(s.v_dim());
   pool.ReadToken(row, layer, k.data(), v.data());
   std::vector<double> x(k.begin() + head * s.head_dim_k, k.begin() + (head + 1) * s.head_dim_k);
-  const kv::RopeSpec rope = model.rope_specs()[layer];
-  const int half = rope.rot_dim / 2;
-  for (int i = 0; i < half; ++i) {
-    const double theta = std::pow(double(rope.freq_base), -2.0 * i / rope.rot_dim);
-    const double a = -pos * theta;
-    const int i0 = rope.mode == kernels::RopeMode::kNeox ? i : 2 * i;
-    const int i1 = rope.mode == kernels::RopeMode::kNeox ? i + half : 2 * i + 1;
-    const double x0 = x[i0], x1 = x[i1];
-    x[i0] = x0 * std::cos(a) - x1 * std::sin(a);
-    x[i1] = x0 * std::sin(a) + x1 * std::cos(a);
-  }
+  RotateDirect(&x, model.rope_specs()[layer], -pos);
   return x;
 }
 
@@ -158,17 +162,7 @@ TEST_P(MemArtTest, Layer0SelectionMatchesDirectEquations) {
     for (int h = 0; h < s.n_heads; ++h) {
       std::vector<double> qr(s.head_dim_k);
       for (int d = 0; d < s.head_dim_k; ++d) qr[d] = q[(t * s.n_heads + h) * s.head_dim_k + d];
-      // Un-rotate q from position r_rows + t in double precision.
-      const kv::RopeSpec rope = model_->rope_specs()[0];
-      const int half = rope.rot_dim / 2;
-      for (int i = 0; i < half; ++i) {
-        const double a = -(r_rows + t) * std::pow(double(rope.freq_base), -2.0 * i / rope.rot_dim);
-        const int i0 = rope.mode == kernels::RopeMode::kNeox ? i : 2 * i;
-        const int i1 = rope.mode == kernels::RopeMode::kNeox ? i + half : 2 * i + 1;
-        const double x0 = qr[i0], x1 = qr[i1];
-        qr[i0] = x0 * std::cos(a) - x1 * std::sin(a);
-        qr[i1] = x0 * std::sin(a) + x1 * std::cos(a);
-      }
+      RotateDirect(&qr, model_->rope_specs()[0], -(r_rows + t));  // position-free
       std::vector<double> bound(n_blocks);
       for (int64_t b = 0; b < n_blocks; ++b) {
         std::vector<double> lo(s.head_dim_k, INFINITY), hi(s.head_dim_k, -INFINITY);
