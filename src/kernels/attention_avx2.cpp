@@ -99,25 +99,13 @@ void AttendGroup(const float* q, int n_q, int dim, const KvSpan* spans, int n_sp
   std::memset(acc, 0, sizeof(float) * n_q * head_dim);
   std::vector<OnlineSoftmax> st(n_q);
   for (int g = 0; g < n_q; ++g) st[g].acc = acc + g * head_dim;
-  const uint8_t* k[kBlock];
-  const uint8_t* v[kBlock];
-  int n = 0;
-  auto flush = [&] {
-    ConvertRows<kDim>(k, n, head_dim, kf);
-    ConvertRows<kDim>(v, n, head_dim, vf);
-    for (int g = 0; g < n_q; ++g)
-      AddBlock<kDim>(q + g * head_dim, head_dim, kf, vf, n, scale, &st[g]);
-    n = 0;
-  };
-  for (int sp = 0; sp < n_spans; ++sp) {
-    const KvSpan& span = spans[sp];
-    for (int64_t j = 0; j < span.n_rows; ++j) {
-      k[n] = span.k + j * span.k_stride;
-      v[n] = span.v + j * span.v_stride;
-      if (++n == kBlock) flush();
-    }
-  }
-  if (n > 0) flush();
+  ForEachRowBlock<kBlock>(spans, n_spans,
+                          [&](const uint8_t* const* k, const uint8_t* const* v, int n) {
+                            ConvertRows<kDim>(k, n, head_dim, kf);
+                            ConvertRows<kDim>(v, n, head_dim, vf);
+                            for (int g = 0; g < n_q; ++g)
+                              AddBlock<kDim>(q + g * head_dim, head_dim, kf, vf, n, scale, &st[g]);
+                          });
   for (int g = 0; g < n_q; ++g) {
     m[g] = st[g].m;
     l[g] = st[g].l;

@@ -119,26 +119,14 @@ void AttendGroup(const float* q, int n_q, int head_dim, const KvSpan* spans, int
   alignas(64) float vf[kBlock * kAttendStackDim];
   std::memset(acc, 0, sizeof(float) * n_q * hd);
   std::vector<Running> st(n_q);
-  const uint8_t* k[kBlock];
-  const uint8_t* v[kBlock];
-  int n = 0;
-  auto flush = [&] {
-    ConvertRows<kDim, kKQ8>(k, n, hd, kf);
-    ConvertRows<kDim, kVQ8>(v, n, hd, vf);
-    for (int g = 0; g < n_q; ++g) {
-      AddBlock<kDim>(q + g * hd, hd, kf, vf, n, scale, acc + g * hd, &st[g]);
-    }
-    n = 0;
-  };
-  for (int sp = 0; sp < n_spans; ++sp) {
-    const KvSpan& span = spans[sp];
-    for (int64_t j = 0; j < span.n_rows; ++j) {
-      k[n] = span.k + j * span.k_stride;
-      v[n] = span.v + j * span.v_stride;
-      if (++n == kBlock) flush();
-    }
-  }
-  if (n > 0) flush();
+  ForEachRowBlock<kBlock>(
+      spans, n_spans, [&](const uint8_t* const* k, const uint8_t* const* v, int n) {
+        ConvertRows<kDim, kKQ8>(k, n, hd, kf);
+        ConvertRows<kDim, kVQ8>(v, n, hd, vf);
+        for (int g = 0; g < n_q; ++g) {
+          AddBlock<kDim>(q + g * hd, hd, kf, vf, n, scale, acc + g * hd, &st[g]);
+        }
+      });
   for (int g = 0; g < n_q; ++g) {
     m[g] = st[g].m;
     l[g] = st[g].l;

@@ -86,4 +86,26 @@ inline void ForEachKvRow(const KvLayout& layout, const KvSpan* spans, int n_span
   }
 }
 
+// Calls block(k, v, n) for the rows of the spans (per-row K types) in order, kBlock at a time
+// (the last call may have fewer): k[i] and v[i] point at the i-th row of the block. The grouped
+// kernels convert each block once for all their queries.
+template <int kBlock, typename Fn>
+inline void ForEachRowBlock(const KvSpan* spans, int n_spans, Fn&& block) {
+  const uint8_t* k[kBlock];
+  const uint8_t* v[kBlock];
+  int n = 0;
+  for (int s = 0; s < n_spans; ++s) {
+    const KvSpan& sp = spans[s];
+    for (int64_t j = 0; j < sp.n_rows; ++j) {
+      k[n] = sp.k + j * sp.k_stride;
+      v[n] = sp.v + j * sp.v_stride;
+      if (++n == kBlock) {
+        block(k, v, n);
+        n = 0;
+      }
+    }
+  }
+  if (n > 0) block(k, v, n);
+}
+
 }  // namespace kvmem::kernels
