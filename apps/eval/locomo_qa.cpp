@@ -290,8 +290,9 @@ class Runner {
       std::sort(turns.begin(), turns.end());  // history order
       std::vector<int32_t> input;
       for (size_t t : turns) {
-        if (input.empty() && tok_.add_bos() && hist_.tokens[t].empty() == false &&
-            hist_.tokens[t][0] != tok_.bos_id()) {
+        // BOS opens the text once, as it opens the history (whose first turn carries it).
+        const std::vector<int32_t>& turn = hist_.tokens[t];
+        if (input.empty() && tok_.add_bos() && (turn.empty() || turn[0] != tok_.bos_id())) {
           input.push_back(tok_.bos_id());
         }
         input.insert(input.end(), hist_.tokens[t].begin(), hist_.tokens[t].end());
