@@ -1,10 +1,19 @@
-// AVX-512 attention over f16 or q8_0 K and V for the query heads of one KV head: the AVX2
-// kernel's structure (attention_avx2.cpp) sixteen rows and sixteen dimensions at a time — each
-// block of 16 K and V rows converted to f32 once for all queries; per query, 16 dot products
-// accumulated in zmm lanes and reduced together, one running-max update and one vector exp per
-// block, the V rows added with the block's weights. A q8_0 row converts exactly (an f16 scale
-// times an int8 fits f32's mantissa), so q stays f32 and, unlike the per-head kernels, carries no
-// quantization error. Requires head_dim % 16 == 0 (% 32 for q8_0).
+// AVX-512 attention over f16 or q8_0 K and V for the query heads of one KV head (decode at depth
+// spends its time here). Rows go in tiles of up to kTile, each in two passes, so that the work
+// per row is little more than its multiply-adds:
+//   1. scores: each K row is converted to f32 in registers once and dotted with every query of
+//      the pass (q pre-multiplied by the scale); the 16 per-row partial vectors of a query are
+//      reduced together by a shuffle tree, and the tile's maximum kept per query;
+//   2. softmax and V: one rescale of the accumulators per tile (not per 16 rows), the weights
+//      exp(s - m) sixteen at a time, then each V row converted once and added into accumulators
+//      held in registers across the tile (a q8_0 row's scale folded into the weights).
+// Pass 1 prefetches K and V rows kPrefetchRows ahead, across tiles: a tile's rows come from one
+// 256-row pool block, a stream too short for the hardware prefetcher, and at depth the kernel
+// waits on memory as much as it computes (bench/README.md).
+// A q8_0 row converts exactly (an f16 scale times an int8 fits f32's mantissa), so q stays f32
+// and, unlike the per-head kernels, carries no quantization error. Queries go through in passes
+// of at most kMaxPass (registers); a larger group converts its rows once per pass. Requires
+// head_dim % 16 == 0 (% 32 for q8_0) and head_dim <= kAttendStackDim.
 #if defined(__x86_64__)
 
 // GCC 12's AVX-512 intrinsics start from _mm512_undefined_*() and trip -Wmaybe-uninitialized.
@@ -12,124 +21,263 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <vector>
 
 #include "kernels/attention_internal.h"
-#include "kernels/vec_math_avx2.h"
 
 namespace kvmem::kernels {
 namespace {
 
-constexpr int kBlock = 16;
+constexpr int kTile = 256;         // rows per tile
+constexpr int kSegment = 1024;     // rows whose pointers are gathered at once (the lookahead)
+constexpr int kMaxPass = 4;        // queries per pass
+constexpr int kPrefetchRows = 16;  // 8 and 32 measured the same
+constexpr int kQ8Block = 34;       // ggml Q8_0: f16 scale, 32 int8 codes
+constexpr int kMaxScales = kAttendStackDim / 32;  // q8_0 blocks per row
 
-// Lane r is the sum of the lanes of v[r].
-inline __m512 Hsum16(const __m512 v[kBlock]) {
-  __m256 h[kBlock];
-  for (int r = 0; r < kBlock; ++r) {
-    h[r] = _mm256_add_ps(_mm512_castps512_ps256(v[r]), _mm512_extractf32x8_ps(v[r], 1));
-  }
-  return _mm512_insertf32x8(_mm512_castps256_ps512(avx2::Hsum8(h)), avx2::Hsum8(h + 8), 1);
-}
-
+// exp(x) per lane: vec_math_avx2.h's Exp (same constants, same steps) on 16 lanes, so both give
+// the same bits.
 inline __m512 Exp16(__m512 x) {
-  const __m256 lo = avx2::Exp(_mm512_castps512_ps256(x));
-  const __m256 hi = avx2::Exp(_mm512_extractf32x8_ps(x, 1));
-  return _mm512_insertf32x8(_mm512_castps256_ps512(lo), hi, 1);
+  x = _mm512_min_ps(_mm512_set1_ps(88.8f), _mm512_max_ps(_mm512_set1_ps(-104.0f), x));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.42860682e-6f), r);
+  __m512 p = _mm512_set1_ps(1.0f / 5040);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  const __m512 r2 = _mm512_mul_ps(r, r);
+  const __m512 er = _mm512_add_ps(_mm512_set1_ps(1.0f), _mm512_fmadd_ps(r2, p, r));
+  const __m512i ni = _mm512_cvtps_epi32(n);
+  const __m512i n1 = _mm512_srai_epi32(ni, 1);
+  const __m512i n2 = _mm512_sub_epi32(ni, n1);
+  const __m512i bias = _mm512_set1_epi32(127);
+  const __m512 s1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n1, bias), 23));
+  const __m512 s2 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n2, bias), 23));
+  return _mm512_mul_ps(_mm512_mul_ps(er, s1), s2);
 }
 
-// Rows n..15 repeat row n - 1, so every lane reads finite values (their scores are masked).
-// kQ8: ggml Q8_0 rows (per 32 values an f16 scale, then 32 int8 codes); else f16 rows.
-template <int kDim, bool kQ8>
-void ConvertRows(const uint8_t* const* rows, int n, int head_dim, float* dst) {
-  const int hd = kDim > 0 ? kDim : head_dim;
-  for (int r = 0; r < kBlock; ++r) {
-    const uint8_t* row = rows[r < n ? r : n - 1];
-    float* out = dst + r * hd;
-    if constexpr (kQ8) {
-      for (int d = 0; d < hd; d += 32) {
-        const uint8_t* block = row + (d / 32) * (2 + 32);
-        uint16_t bits;
-        std::memcpy(&bits, block, 2);
-        const __m512 scale = _mm512_set1_ps(_cvtsh_ss(bits));
-        for (int h = 0; h < 32; h += 16) {
-          const __m128i codes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2 + h));
-          _mm512_store_ps(out + d + h,
-                          _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(codes)), scale));
-        }
-      }
-    } else {
-      for (int d = 0; d < hd; d += 16) {
-        const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * d));
-        _mm512_store_ps(out + d, _mm512_cvtph_ps(h));
-      }
-    }
+// Lane r is the sum of the lanes of v[r]: a tree of 45 in-register shuffles and adds for 16
+// sums. Level 1 folds lanes 2-3 of each 128-bit quarter onto 0-1 (two vectors interleaved), level
+// 2 folds again (four vectors per quarter), levels 3 and 4 fold the quarters.
+inline __m512 Hsum16(const __m512 v[16]) {
+  __m512 a[8], b[4], c[2];
+  for (int i = 0; i < 8; ++i) {
+    a[i] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]),
+                         _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
+  }
+  // a[i] quarter j: (v[2i] lanes 0+2, v[2i+1] 0+2, v[2i] 1+3, v[2i+1] 1+3) of that quarter.
+  for (int i = 0; i < 4; ++i) {
+    b[i] = _mm512_add_ps(_mm512_shuffle_ps(a[2 * i], a[2 * i + 1], 0x44),
+                         _mm512_shuffle_ps(a[2 * i], a[2 * i + 1], 0xEE));
+  }
+  // b[i] quarter j: the quarter-j sums of v[4i .. 4i+3].
+  for (int i = 0; i < 2; ++i) {
+    c[i] = _mm512_add_ps(_mm512_shuffle_f32x4(b[2 * i], b[2 * i + 1], 0x88),
+                         _mm512_shuffle_f32x4(b[2 * i], b[2 * i + 1], 0xDD));
+  }
+  // c[i] = (b[2i] quarters 0+1, b[2i] 2+3, b[2i+1] 0+1, b[2i+1] 2+3).
+  return _mm512_add_ps(_mm512_shuffle_f32x4(c[0], c[1], 0x88),
+                       _mm512_shuffle_f32x4(c[0], c[1], 0xDD));
+}
+
+// Dimensions d .. d+15 of a row as f32: f16 converted, or q8_0 codes (the caller applies the
+// block's scale).
+template <bool kQ8>
+inline __m512 Load16(const uint8_t* row, int d) {
+  if constexpr (kQ8) {
+    const uint8_t* codes = row + (d / 32) * kQ8Block + 2 + d % 32;
+    return _mm512_cvtepi32_ps(
+        _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes))));
+  } else {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * d)));
   }
 }
 
-struct Running {
-  float m = -INFINITY;
-  float l = 0.0f;
+// The f16 scale of block b of a q8_0 row, as f32.
+inline float RowScale(const uint8_t* row, int b) {
+  uint16_t bits;
+  std::memcpy(&bits, row + b * kQ8Block, 2);
+  return _cvtsh_ss(bits);
+}
+
+// Pulls a row's cache lines in: a tile's rows come from a pool block of their own, a stream
+// too short for the hardware prefetcher to lock on.
+inline void Prefetch(const uint8_t* row, int bytes) {
+  for (int b = 0; b < bytes; b += 64) {
+    _mm_prefetch(reinterpret_cast<const char*>(row + b), _MM_HINT_T0);
+  }
+}
+
+struct Tile {
+  // Row pointers: rows 0..n-1 are the tile's, rows n..n_ahead-1 follow it (prefetched).
+  const uint8_t* const* k;
+  const uint8_t* const* v;
+  int n;
+  int n_ahead;
+  alignas(64) float s[kMaxPass][kTile];  // scores, then weights
+  // q8_0 V: the rows' block scales, and the weights times them for two blocks (64 dimensions).
+  alignas(64) float v_scales[kMaxScales][kTile];
+  alignas(64) float w[kMaxPass][2][kTile];
 };
 
-template <int kDim>
-void AddBlock(const float* q, int head_dim, const float* k, const float* v, int n, float scale,
-              float* acc, Running* st) {
+// Pass 1: t->s[g][r] = q_g . k_r (q pre-scaled) for the tile's rows, -inf past n; returns each
+// query's maximum in max[g]. Also reads the V rows' scales (q8_0), so that the V rows' first
+// cache lines are loaded while the K rows are scored rather than stalling pass 2.
+template <int kDim, bool kKQ8, bool kVQ8, int kG>
+void Scores(const float* q, int head_dim, Tile* t, float* max) {
   const int hd = kDim > 0 ? kDim : head_dim;
-  __m512 dots[kBlock];
-  for (int r = 0; r < kBlock; ++r) dots[r] = _mm512_setzero_ps();
-  for (int d = 0; d < hd; d += 16) {
-    const __m512 qv = _mm512_loadu_ps(q + d);
-    for (int r = 0; r < kBlock; ++r) {
-      dots[r] = _mm512_fmadd_ps(_mm512_load_ps(k + r * hd + d), qv, dots[r]);
+  const int nb = hd / 32;
+  const int k_bytes = kKQ8 ? nb * kQ8Block : 2 * hd, v_bytes = kVQ8 ? nb * kQ8Block : 2 * hd;
+  __m512 vmax[kG];
+  for (int g = 0; g < kG; ++g) vmax[g] = _mm512_set1_ps(-INFINITY);
+  for (int r0 = 0; r0 < t->n; r0 += 16) {
+    __m512 dots[kG][16];
+    for (int r = 0; r < 16; ++r) {
+      const int row = std::min(r0 + r, t->n - 1);  // past n: repeat the last row (masked below)
+      const uint8_t* k = t->k[row];
+      const int ahead = std::min(r0 + r + kPrefetchRows, t->n_ahead - 1);
+      Prefetch(t->k[ahead], k_bytes);
+      Prefetch(t->v[ahead], v_bytes);
+      float sc[kMaxScales];
+      for (int b = 0; kKQ8 && b < nb; ++b) sc[b] = RowScale(k, b);
+      for (int b = 0; kVQ8 && b < nb; ++b) t->v_scales[b][r0 + r] = RowScale(t->v[row], b);
+      __m512 acc[kG];
+      for (int g = 0; g < kG; ++g) acc[g] = _mm512_setzero_ps();
+      for (int d = 0; d < hd; d += 16) {
+        __m512 kv = Load16<kKQ8>(k, d);
+        if constexpr (kKQ8) kv = _mm512_mul_ps(kv, _mm512_set1_ps(sc[d / 32]));
+        for (int g = 0; g < kG; ++g) {
+          acc[g] = _mm512_fmadd_ps(kv, _mm512_loadu_ps(q + g * hd + d), acc[g]);
+        }
+      }
+      for (int g = 0; g < kG; ++g) dots[g][r] = acc[g];
+    }
+    const int live_rows = std::min(16, t->n - r0);
+    const __mmask16 live = static_cast<__mmask16>((1u << live_rows) - 1);
+    for (int g = 0; g < kG; ++g) {
+      const __m512 s = _mm512_mask_blend_ps(live, _mm512_set1_ps(-INFINITY), Hsum16(dots[g]));
+      _mm512_store_ps(&t->s[g][r0], s);
+      vmax[g] = _mm512_max_ps(vmax[g], s);
     }
   }
-  const __mmask16 live = static_cast<__mmask16>((1u << n) - 1);
-  const __m512 s = _mm512_mask_blend_ps(live, _mm512_set1_ps(-INFINITY),
-                                        _mm512_mul_ps(Hsum16(dots), _mm512_set1_ps(scale)));
-  const float block_max = _mm512_reduce_max_ps(s);
-  if (block_max > st->m) {
-    const float alpha = std::exp(st->m - block_max);
-    st->m = block_max;
-    st->l *= alpha;
-    const __m512 va = _mm512_set1_ps(alpha);
-    for (int d = 0; d < hd; d += 16) {
-      _mm512_storeu_ps(acc + d, _mm512_mul_ps(_mm512_loadu_ps(acc + d), va));
+  for (int g = 0; g < kG; ++g) max[g] = _mm512_reduce_max_ps(vmax[g]);
+}
+
+// Pass 2: folds the tile into the running state of kG queries (acc: kG x hd, m, l).
+template <int kDim, bool kVQ8, int kG>
+void SoftmaxAndValues(int head_dim, Tile* t, const float* tile_max, float* acc, float* m,
+                      float* l) {
+  const int hd = kDim > 0 ? kDim : head_dim;
+  for (int g = 0; g < kG; ++g) {
+    if (tile_max[g] > m[g]) {
+      const float alpha = m[g] == -INFINITY ? 0.0f : std::exp(m[g] - tile_max[g]);
+      m[g] = tile_max[g];
+      l[g] *= alpha;
+      const __m512 va = _mm512_set1_ps(alpha);
+      for (int d = 0; d < hd; d += 16) {
+        _mm512_storeu_ps(acc + g * hd + d, _mm512_mul_ps(_mm512_loadu_ps(acc + g * hd + d), va));
+      }
+    }
+    const __m512 vm = _mm512_set1_ps(m[g]);
+    __m512 sum = _mm512_setzero_ps();
+    for (int r0 = 0; r0 < t->n; r0 += 16) {
+      const int live_rows = std::min(16, t->n - r0);
+      const __mmask16 live = static_cast<__mmask16>((1u << live_rows) - 1);
+      const __m512 p =
+          _mm512_maskz_mov_ps(live, Exp16(_mm512_sub_ps(_mm512_load_ps(&t->s[g][r0]), vm)));
+      _mm512_store_ps(&t->s[g][r0], p);
+      sum = _mm512_add_ps(sum, p);
+    }
+    l[g] += _mm512_reduce_add_ps(sum);
+  }
+  // Four 16-dimension columns (two q8_0 blocks) at a time, their kG accumulators in registers
+  // over all rows; a q8_0 row's scale goes into the weights, not into the row.
+  const int n16 = (t->n + 15) / 16 * 16;
+  for (int d0 = 0; d0 < hd; d0 += 64) {
+    const int cols = std::min(4, (hd - d0) / 16);
+    if constexpr (kVQ8) {
+      for (int g = 0; g < kG; ++g) {
+        for (int j = 0; j < (cols + 1) / 2; ++j) {
+          for (int r0 = 0; r0 < n16; r0 += 16) {
+            _mm512_store_ps(&t->w[g][j][r0],
+                            _mm512_mul_ps(_mm512_load_ps(&t->s[g][r0]),
+                                          _mm512_load_ps(&t->v_scales[d0 / 32 + j][r0])));
+          }
+        }
+      }
+    }
+    __m512 o[kG][4];
+    for (int g = 0; g < kG; ++g) {
+      for (int c = 0; c < cols; ++c) o[g][c] = _mm512_loadu_ps(acc + g * hd + d0 + 16 * c);
+    }
+    for (int r = 0; r < t->n; ++r) {
+      const uint8_t* v = t->v[r];
+      for (int c = 0; c < cols; ++c) {
+        const __m512 vv = Load16<kVQ8>(v, d0 + 16 * c);
+        for (int g = 0; g < kG; ++g) {
+          const float p = kVQ8 ? t->w[g][c / 2][r] : t->s[g][r];
+          o[g][c] = _mm512_fmadd_ps(_mm512_set1_ps(p), vv, o[g][c]);
+        }
+      }
+    }
+    for (int g = 0; g < kG; ++g) {
+      for (int c = 0; c < cols; ++c) _mm512_storeu_ps(acc + g * hd + d0 + 16 * c, o[g][c]);
     }
   }
-  const __m512 p = _mm512_maskz_mov_ps(live, Exp16(_mm512_sub_ps(s, _mm512_set1_ps(st->m))));
-  st->l += _mm512_reduce_add_ps(p);
-  alignas(64) float pw[kBlock];
-  _mm512_store_ps(pw, p);
-  for (int d = 0; d < hd; d += 16) {
-    __m512 o = _mm512_loadu_ps(acc + d);
-    for (int r = 0; r < kBlock; ++r) {
-      o = _mm512_fmadd_ps(_mm512_set1_ps(pw[r]), _mm512_load_ps(v + r * hd + d), o);
-    }
-    _mm512_storeu_ps(acc + d, o);
+}
+
+template <int kDim, bool kKQ8, bool kVQ8, int kG>
+void AttendPass(const float* q, int head_dim, const KvSpan* spans, int n_spans, float scale,
+                float* acc, float* m, float* l) {
+  const int hd = kDim > 0 ? kDim : head_dim;
+  alignas(64) float qs[kMaxPass * kAttendStackDim];
+  for (int i = 0; i < kG * hd; ++i) qs[i] = q[i] * scale;
+  for (int g = 0; g < kG; ++g) {
+    m[g] = -INFINITY;
+    l[g] = 0.0f;
   }
+  std::memset(acc, 0, sizeof(float) * kG * hd);
+  Tile t;
+  ForEachRowBlock<kSegment>(spans, n_spans,
+                            [&](const uint8_t* const* k, const uint8_t* const* v, int n) {
+                              for (int i = 0; i < n; i += kTile) {
+                                t.k = k + i;
+                                t.v = v + i;
+                                t.n = std::min(kTile, n - i);
+                                t.n_ahead = n - i;
+                                float tile_max[kG];
+                                Scores<kDim, kKQ8, kVQ8, kG>(qs, hd, &t, tile_max);
+                                SoftmaxAndValues<kDim, kVQ8, kG>(hd, &t, tile_max, acc, m, l);
+                              }
+                            });
 }
 
 template <int kDim, bool kKQ8, bool kVQ8>
 void AttendGroup(const float* q, int n_q, int head_dim, const KvSpan* spans, int n_spans,
                  float scale, float* acc, float* m, float* l) {
-  const int hd = kDim > 0 ? kDim : head_dim;
-  alignas(64) float kf[kBlock * kAttendStackDim];
-  alignas(64) float vf[kBlock * kAttendStackDim];
-  std::memset(acc, 0, sizeof(float) * n_q * hd);
-  std::vector<Running> st(n_q);
-  ForEachRowBlock<kBlock>(
-      spans, n_spans, [&](const uint8_t* const* k, const uint8_t* const* v, int n) {
-        ConvertRows<kDim, kKQ8>(k, n, hd, kf);
-        ConvertRows<kDim, kVQ8>(v, n, hd, vf);
-        for (int g = 0; g < n_q; ++g) {
-          AddBlock<kDim>(q + g * hd, hd, kf, vf, n, scale, acc + g * hd, &st[g]);
-        }
-      });
-  for (int g = 0; g < n_q; ++g) {
-    m[g] = st[g].m;
-    l[g] = st[g].l;
+  for (int g = 0; g < n_q; g += kMaxPass) {
+    const size_t off = static_cast<size_t>(g) * head_dim;
+    float* a = acc + off;
+    switch (std::min(kMaxPass, n_q - g)) {
+      case 1:
+        AttendPass<kDim, kKQ8, kVQ8, 1>(q + off, head_dim, spans, n_spans, scale, a, m + g, l + g);
+        break;
+      case 2:
+        AttendPass<kDim, kKQ8, kVQ8, 2>(q + off, head_dim, spans, n_spans, scale, a, m + g, l + g);
+        break;
+      case 3:
+        AttendPass<kDim, kKQ8, kVQ8, 3>(q + off, head_dim, spans, n_spans, scale, a, m + g, l + g);
+        break;
+      default:
+        AttendPass<kDim, kKQ8, kVQ8, 4>(q + off, head_dim, spans, n_spans, scale, a, m + g, l + g);
+        break;
+    }
   }
 }
 

@@ -32,6 +32,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -671,15 +672,18 @@ TEST(AttendPartial, GroupedSplitAndMergedMatchesReference) {
   for (const Kernel& kernel : kernels) {
     for (const auto& [kt, vt] : kernel.types) {
       SCOPED_TRACE(kernel.name + " K " + KTypeName(kt) + " V " + VTypeName(vt));
-      for (int hd : {64, 128, 256}) {
+      int variant = 0;
+      for (int hd : {64, 96, 128, 256}) {
         const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
         const KvLayout layout{kt, vt, hd};
-        for (int64_t n : {1, 9, 300}) {
+        // Rows within one 16-row block, across tiles (256) and segments (1024) of the AVX-512
+        // kernel; groups of 1 to 8 queries (it takes them in passes of at most 4).
+        for (int64_t n : {1, 9, 300, 1100}) {
           const StoredRows rows = MakeRows(
               layout, SpanLengths(n, true), 2, kSplitPlacements, &rng,
               [&](int64_t) { return Gaussian(&rng, hd, 1.0f); },
               [&](int64_t) { return Gaussian(&rng, hd, 1.0f); });
-          const int n_q = 3;
+          const int n_q = std::array{3, 1, 5, 8, 4}[variant++ % 5];
           std::vector<float> q;
           for (int g = 0; g < n_q; ++g) {
             const std::vector<float> qg = Gaussian(&rng, hd, 1.5f);
