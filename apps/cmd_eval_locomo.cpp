@@ -1,11 +1,13 @@
 // `kvmem eval locomo`: question answering over LoCoMo conversations held as agent memory
-// (eval/locomo_qa.h): full context, MemArt block retrieval and BM25 plaintext retrieval, with
-// F1, BLEU-1, evidence recall, answer NLL, prefill tokens, KV length at decode and latency per
-// method, overall and per category. A markdown table on stdout, --json OUT for the plot script
-// (scripts/plot_locomo.py), progress on stderr.
+// (eval/locomo_qa.h): full context, MemArt block retrieval, and BM25 and embedding plaintext
+// retrieval, with F1, BLEU-1, evidence recall, answer NLL, prefill tokens, KV length at decode
+// and latency per method, overall and per category. A markdown table on stdout, --json OUT for
+// the plot script (scripts/plot_locomo.py), progress on stderr.
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +17,7 @@
 #include "eval/locomo.h"
 #include "eval/locomo_qa.h"
 #include "eval/progress.h"
+#include "memory/embed/sentence_encoder.h"
 
 namespace kvmem::app {
 namespace {
@@ -28,6 +31,7 @@ struct LocomoOptions {
   int answer_tokens = 24;
   std::string cache_type_k = "f16", cache_type_v = "f16";
   std::string json_out;
+  std::string embed_model;  // "": the installed all-MiniLM-L6-v2
   int threads = DefaultThreads();
 };
 
@@ -106,6 +110,19 @@ int Run(const LocomoOptions& o) {
   qo.kv_formats = {*fk, *fv};
   Status fmt = kv::CheckKvFormats(qo.kv_formats, model.spec().head_dim_k, model.spec().head_dim_v);
   if (!fmt.ok()) return Fail(fmt);
+  std::optional<memory::embed::SentenceEncoder> encoder;
+  if (std::any_of(methods->begin(), methods->end(), [](const eval::LocomoMethod& m) {
+        return m.kind == eval::LocomoMethodKind::kEmbed;
+      })) {
+    const std::string path = o.embed_model.empty() ? DefaultEmbedModel() : o.embed_model;
+    auto enc = memory::embed::SentenceEncoder::Load(path);
+    if (!enc.ok()) {
+      return Fail(enc.status().WithContext(
+          "--embed-model (install one with scripts/install_deps.sh --model minilm)"));
+    }
+    encoder.emplace(std::move(*enc));
+    qo.encoder = &*encoder;
+  }
   eval::ProgressLine progress("kvmem eval locomo", 0, 0);
   qo.progress = [&](int64_t done, int64_t total, const std::string& what) {
     progress.Steps(done, total, what);
@@ -144,12 +161,13 @@ int Run(const LocomoOptions& o) {
 void AddEvalLocomoCommand(CLI::App& eval) {
   auto o = std::make_shared<LocomoOptions>();
   CLI::App* cmd = eval.add_subcommand(
-      "locomo", "LoCoMo QA over agent memory: full context, MemArt retrieval, BM25 turns");
+      "locomo",
+      "LoCoMo QA over agent memory: full context, MemArt retrieval, BM25 and embedding turns");
   cmd->add_option("-m,--model", o->model, "GGUF model (default: the installed SmolLM2)");
   cmd->add_option("--data", o->data,
                   "LoCoMo .json files or directories (default: $KVMEM_DATA/locomo, else "
                   "../shared/data/locomo)");
-  cmd->add_option("--methods", o->sweep.names, "full, memart, memart-coupled, bm25")
+  cmd->add_option("--methods", o->sweep.names, "full, memart, memart-coupled, bm25, embed")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--k", o->sweep.top_k, "MemArt blocks retrieved per layer (a sweep)")
@@ -169,6 +187,12 @@ void AddEvalLocomoCommand(CLI::App& eval) {
   cmd->add_option("--bm25-k", o->sweep.bm25_k, "BM25: turns re-inserted (a sweep)")
       ->delimiter(',')
       ->capture_default_str();
+  cmd->add_option("--embed-k", o->sweep.embed_k, "embed: turns re-inserted (a sweep)")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--embed-model", o->embed_model,
+                  "embed: sentence-transformers model directory (default: the installed "
+                  "all-MiniLM-L6-v2)");
   cmd->add_option("--limit", o->limit, "questions per conversation (0: all)")
       ->capture_default_str();
   cmd->add_option("--conversations", o->conversations, "first N conversations (0: all)")

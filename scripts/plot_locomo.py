@@ -34,14 +34,15 @@ def main():
     methods = data.get("methods", {})
     if not methods:
         sys.exit(f"plot_locomo: {src} has no methods")
-    # Series: a MemArt (variant, strategy, block size) over k; a BM25 over k; full alone.
+    # Series: a MemArt (variant, strategy, block size) over k; BM25 and embedding retrieval over
+    # k; full alone.
     series = defaultdict(list)
     for name, m in methods.items():
         parts = name.split("/")
         if parts[0].startswith("memart"):
             key = "/".join(parts[:3])
-        elif parts[0] == "bm25":
-            key = "bm25"
+        elif parts[0] in ("bm25", "embed"):
+            key = parts[0]
         else:
             key = name
         series[key].append(m)
@@ -55,7 +56,7 @@ def main():
             points = sorted(points, key=lambda m: m[xkey])
             xs = [p[xkey] for p in points]
             ys = [p[metric] for p in points]
-            style = "s" if key == "full" else ("^--" if key == "bm25" else "o-")
+            style = {"full": "s", "bm25": "^--", "embed": "v--"}.get(key, "o-")
             ax.plot(xs, ys, style, label=key, markersize=6)
         ax.set_xscale("log")
         ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())

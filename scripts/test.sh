@@ -9,6 +9,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 KVMEM_HOME="${KVMEM_HOME:-$HOME/.cache/kvmem}"
 scripts/install_deps.sh >/dev/null
+# The sentence encoder's real-model tests (memory_embed) and `kvmem eval locomo --methods embed`.
+scripts/install_deps.sh --model minilm >/dev/null
 PY="$KVMEM_HOME/venv/bin/python"
 jobs="$(nproc)"
 

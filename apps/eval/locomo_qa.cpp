@@ -154,6 +154,8 @@ class Runner {
                       std::vector<LocomoMethodResult>* results) {
     conv_ = &c;
     hist_ = BuildHistory(c, tok_);
+    bm25_.reset();
+    turn_embeddings_.clear();
     questions_.clear();
     for (const LocomoQa& qa : c.qa) {
       if (qa.category == 5 || qa.answer.empty()) continue;
@@ -176,7 +178,11 @@ class Runner {
       if (m.kind == LocomoMethodKind::kFull) {
         KVMEM_RETURN_IF_ERROR(Full(m, &r));
       } else if (m.kind == LocomoMethodKind::kBm25) {
-        KVMEM_RETURN_IF_ERROR(Bm25(m, &r));
+        if (!bm25_) bm25_ = std::make_unique<Bm25Index>(hist_.text);
+        KVMEM_RETURN_IF_ERROR(TextRetrieval(
+            m, [&](const Question& q) { return bm25_->TopK(q.qa->question, m.turns_k); }, &r));
+      } else if (m.kind == LocomoMethodKind::kEmbed) {
+        KVMEM_RETURN_IF_ERROR(Embed(m, &r));
       } else {
         const int bs = m.memart.block_size;
         if (!memart.count(bs)) {
@@ -278,15 +284,48 @@ class Runner {
     return Status::Ok();
   }
 
-  Status Bm25(const LocomoMethod& m, LocomoMethodResult* r) {
-    const Bm25Index index(hist_.text);
+  // Dense retrieval: cosine similarity (dot product of unit vectors) between the question's
+  // and each turn's embedding; ties go to the earlier turn.
+  Status Embed(const LocomoMethod& m, LocomoMethodResult* r) {
+    const memory::embed::SentenceEncoder* enc = o_.encoder;
+    if (enc == nullptr) return InvalidArgument("the embed method needs a sentence encoder");
+    const size_t dim = static_cast<size_t>(enc->dim());
+    if (turn_embeddings_.empty()) turn_embeddings_ = enc->Embed(hist_.text, pool_);
+    std::vector<std::string> questions;
+    for (const Question& q : questions_) questions.push_back(q.qa->question);
+    const std::vector<float> qe = enc->Embed(questions, pool_);
+    return TextRetrieval(
+        m,
+        [&](const Question& q) {
+          const float* e = qe.data() + dim * static_cast<size_t>(&q - questions_.data());
+          std::vector<std::pair<float, size_t>> scored(hist_.text.size());
+          for (size_t t = 0; t < scored.size(); ++t) {
+            const float* te = turn_embeddings_.data() + dim * t;
+            float dot = 0;
+            for (size_t d = 0; d < dim; ++d) dot += e[d] * te[d];
+            scored[t] = {-dot, t};
+          }
+          const size_t k = std::min(scored.size(), static_cast<size_t>(m.turns_k));
+          std::partial_sort(scored.begin(), scored.begin() + static_cast<std::ptrdiff_t>(k),
+                            scored.end());
+          std::vector<size_t> turns;
+          for (size_t i = 0; i < k; ++i) turns.push_back(scored[i].second);
+          return turns;
+        },
+        r);
+  }
+
+  // The plaintext baselines: the turns `top_k(question)` names, re-inserted as text in history
+  // order before the question, all prefilled.
+  template <typename TopK>
+  Status TextRetrieval(const LocomoMethod& m, TopK top_k, LocomoMethodResult* r) {
     size_t longest = 0;
     for (const auto& t : hist_.tokens) longest = std::max(longest, t.size());
-    auto pool = MakePool(static_cast<int64_t>(longest) * m.bm25_k + 1024);
+    auto pool = MakePool(static_cast<int64_t>(longest) * m.turns_k + 1024);
     kv::KvSequence seq(pool.get());
     std::vector<float> logits;
     for (const Question& q : questions_) {
-      std::vector<size_t> turns = index.TopK(q.qa->question, static_cast<size_t>(m.bm25_k));
+      std::vector<size_t> turns = top_k(q);
       std::sort(turns.begin(), turns.end());  // history order
       std::vector<int32_t> input;
       for (size_t t : turns) {
@@ -377,6 +416,8 @@ class Runner {
   tokenizer::ChatTemplate tmpl_;
   const LocomoConversation* conv_ = nullptr;
   History hist_;
+  std::unique_ptr<Bm25Index> bm25_;     // of the conversation's turns, built on first use
+  std::vector<float> turn_embeddings_;  // (turns, encoder dim), computed on first use
   std::vector<Question> questions_;
   int64_t done_ = 0, total_ = 0;
 };
@@ -389,11 +430,18 @@ Result<std::vector<LocomoMethod>> ExpandLocomoMethods(const LocomoSweep& sweep) 
   for (const std::string& name : sweep.names) {
     if (name == "full") {
       out.push_back({"full", LocomoMethodKind::kFull, {}, 0});
-    } else if (name == "bm25") {
-      if (sweep.bm25_k.empty()) return InvalidArgument("--bm25-k: none given");
-      for (int k : sweep.bm25_k) {
-        if (k <= 0) return InvalidArgument("--bm25-k: " + std::to_string(k) + " is not positive");
-        out.push_back({"bm25/k" + std::to_string(k), LocomoMethodKind::kBm25, {}, k});
+    } else if (name == "bm25" || name == "embed") {
+      const bool bm25 = name == "bm25";
+      const std::vector<int>& ks = bm25 ? sweep.bm25_k : sweep.embed_k;
+      const std::string flag = "--" + name + "-k";
+      if (ks.empty()) return InvalidArgument(flag + ": none given");
+      for (int k : ks) {
+        if (k <= 0) return InvalidArgument(flag + ": " + std::to_string(k) + " is not positive");
+        LocomoMethod m;
+        m.name = name + "/k" + std::to_string(k);
+        m.kind = bm25 ? LocomoMethodKind::kBm25 : LocomoMethodKind::kEmbed;
+        m.turns_k = k;
+        out.push_back(std::move(m));
       }
     } else if (name == "memart" || name == "memart-coupled") {
       if (sweep.block_sizes.empty() || sweep.strategies.empty() || sweep.top_k.empty()) {
@@ -418,7 +466,8 @@ Result<std::vector<LocomoMethod>> ExpandLocomoMethods(const LocomoSweep& sweep) 
         }
       }
     } else {
-      return InvalidArgument("unknown method '" + name + "' (full, memart, memart-coupled, bm25)");
+      return InvalidArgument("unknown method '" + name +
+                             "' (full, memart, memart-coupled, bm25, embed)");
     }
   }
   return out;

@@ -9,6 +9,9 @@
 //           turn with retrieval, then each question retrieves per layer with the method's
 //           strategy and top_k; only the question is prefilled.
 //   bm25    the top-k turns by BM25 against the question, re-inserted as text in history order.
+//   embed   the same with the top-k turns by cosine similarity of sentence embeddings
+//           (all-MiniLM-L6-v2, memory/embed/) of the question and of each turn: Mem0-like
+//           dense retrieval.
 // Metrics per question: token F1 and BLEU-1 (qa_metrics.h), evidence recall (share of the
 // question's evidence turns of which at least half the tokens are in the rows the answer reads:
 // for memart averaged over layers, a turn counting in a layer when half its rows were
@@ -27,25 +30,28 @@
 #include "core/thread_pool.h"
 #include "eval/locomo.h"
 #include "kv/kv_format.h"
+#include "memory/embed/sentence_encoder.h"
 #include "memory/retrieval/memart.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kvmem::eval {
 
-enum class LocomoMethodKind { kFull, kMemArt, kBm25 };
+enum class LocomoMethodKind { kFull, kMemArt, kBm25, kEmbed };
 
 struct LocomoMethod {
-  std::string name;  // e.g. "full", "memart/softmax-sum/bs16/k32", "bm25/k10"
+  std::string name;  // e.g. "full", "memart/softmax-sum/bs16/k32", "bm25/k10", "embed/k10"
   LocomoMethodKind kind = LocomoMethodKind::kFull;
   memory::MemArtConfig memart;  // kMemArt
-  int bm25_k = 0;               // kBm25
+  int turns_k = 0;              // kBm25, kEmbed: turns re-inserted
 };
 
 struct LocomoQaOptions {
   int answer_tokens = 24;  // greedy answer length limit (stops at a line break or end of turn)
   int limit = 0;           // questions per conversation (0: all)
   kv::KvFormats kv_formats;
+  // Sentence encoder of the embed methods (required by them; must outlive the run).
+  const memory::embed::SentenceEncoder* encoder = nullptr;
   // Called after each ingested turn and each answered question: units done of total, and what.
   std::function<void(int64_t done, int64_t total, const std::string& what)> progress;
 };
@@ -66,16 +72,18 @@ struct LocomoMethodResult {
   double ingest_seconds = 0;     // memart: feeding the history
 };
 
-// The methods a command line names: `names` from {full, memart, memart-coupled, bm25}; memart
-// expands to every block size x strategy x top_k (memart-coupled likewise, with coupled
-// positions), bm25 to every k. Names: "full", "memart/<strategy>/bs<BS>/k<K>",
-// "memart-coupled/...", "bm25/k<K>". InvalidArgument on an unknown name or empty sweep.
+// The methods a command line names: `names` from {full, memart, memart-coupled, bm25, embed};
+// memart expands to every block size x strategy x top_k (memart-coupled likewise, with coupled
+// positions), bm25 and embed to every k of theirs. Names: "full",
+// "memart/<strategy>/bs<BS>/k<K>", "memart-coupled/...", "bm25/k<K>", "embed/k<K>".
+// InvalidArgument on an unknown name or empty sweep.
 struct LocomoSweep {
   std::vector<std::string> names = {"full", "memart", "bm25"};
   std::vector<int> block_sizes = {16};
   std::vector<std::string> strategies = {"softmax-sum"};
   std::vector<int> top_k = {16};
   std::vector<int> bm25_k = {10};
+  std::vector<int> embed_k = {10};
   int keep_first = 0;
   int keep_last = 0;
 };
