@@ -173,6 +173,45 @@ TEST(BlockUpperBounds, MatchesEq3AndBoundsEveryKey) {
   }
 }
 
+// The centre score (a documented deviation from Eq. 3) is scale * q . (min + max) / 2 of the
+// stored box, computed here in double precision.
+TEST(BlockUpperBounds, CentreScoreIsTheDotWithTheBoxCentre) {
+  const int n_kv = 2, group = 2, n_heads = n_kv * group, hd = 32, n_blocks = 9, n_tokens = 3;
+  const float scale = 0.25f;
+  BlockIndex index(1, n_kv, hd);
+  std::mt19937 rng(4);
+  for (int b = 0; b < n_blocks; ++b) {
+    index.AddBlock();
+    for (int h = 0; h < n_kv; ++h) index.Enclose(b, 0, h, Gaussian(&rng, 4 * hd, 1.0f).data(), 4, hd);
+  }
+  const std::vector<float> q = Gaussian(&rng, n_tokens * n_heads * hd, 1.0f);
+  std::vector<float> got;
+  BlockUpperBounds(index, 0, q.data(), n_tokens, n_heads, scale, nullptr, &got,
+                   BlockScore::kCentre);
+  for (int t = 0; t < n_tokens; ++t) {
+    for (int h = 0; h < n_heads; ++h) {
+      const float* qr = q.data() + (t * n_heads + h) * hd;
+      for (int b = 0; b < n_blocks; ++b) {
+        const auto box = index.Box(b, 0, h / group);
+        double want = 0, mag = 0;
+        for (int d = 0; d < hd; ++d) {
+          const double c = 0.5 * (double{F16ToF32(box[d])} + F16ToF32(box[hd + d]));
+          want += double{qr[d]} * c;
+          mag += std::fabs(qr[d]) * std::fabs(c);
+        }
+        // q rounded to f16 for the product (2^-11 relative), f32 sums.
+        EXPECT_NEAR(got[(t * n_heads + h) * n_blocks + b], scale * want, scale * mag * 1e-3);
+      }
+    }
+  }
+  const auto parsed = ParseStrategy("rr-max-centre");
+  ASSERT_TRUE(parsed.ok());
+  EXPECT_EQ(parsed->block_score, BlockScore::kCentre);
+  EXPECT_EQ(parsed->norm, ScoreNorm::kReciprocalRank);
+  EXPECT_EQ(StrategyName(*parsed), "rr-max-centre");
+  EXPECT_FALSE(ParseStrategy("centre").ok());
+}
+
 TEST(AggregateScores, Table1HandComputed) {
   // Two query rows over three blocks.
   const std::vector<float> bounds = {

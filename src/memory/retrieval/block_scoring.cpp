@@ -11,22 +11,29 @@ namespace kvmem::memory {
 
 std::string StrategyName(const RetrievalStrategy& s) {
   return std::string(s.norm == ScoreNorm::kSoftmax ? "softmax" : "rr") +
-         (s.agg == ScoreAgg::kSum ? "-sum" : "-max");
+         (s.agg == ScoreAgg::kSum ? "-sum" : "-max") +
+         (s.block_score == BlockScore::kCentre ? "-centre" : "");
 }
 
 Result<RetrievalStrategy> ParseStrategy(const std::string& name) {
   for (ScoreNorm n : {ScoreNorm::kSoftmax, ScoreNorm::kReciprocalRank}) {
     for (ScoreAgg a : {ScoreAgg::kSum, ScoreAgg::kMax}) {
-      RetrievalStrategy s{n, a};
-      if (StrategyName(s) == name) return s;
+      for (BlockScore b : {BlockScore::kUpperBound, BlockScore::kCentre}) {
+        RetrievalStrategy s;
+        s.norm = n;
+        s.agg = a;
+        s.block_score = b;
+        if (StrategyName(s) == name) return s;
+      }
     }
   }
   return InvalidArgument("unknown retrieval strategy '" + name +
-                         "' (softmax-sum, softmax-max, rr-sum, rr-max)");
+                         "' (softmax-sum, softmax-max, rr-sum, rr-max; -centre for centre scores)");
 }
 
 void BlockUpperBounds(const BlockIndex& index, int layer, const float* q, int n_tokens, int n_heads,
-                      float scale, ThreadPool* pool, std::vector<float>* bounds) {
+                      float scale, ThreadPool* pool, std::vector<float>* bounds,
+                      BlockScore block_score) {
   const int n_kv = index.n_kv_heads();
   const int hd = index.head_dim();
   assert(n_heads % n_kv == 0);
@@ -36,7 +43,9 @@ void BlockUpperBounds(const BlockIndex& index, int layer, const float* q, int n_
   bounds->assign(static_cast<size_t>(n_rows * n_blocks), 0.0f);
   if (n_blocks == 0 || n_tokens == 0) return;
   // Per KV head: x (n_tokens * group, 2 * hd) = scale * (min(q, 0), max(q, 0)) of its Q heads,
-  // so that x . [min | max] = scale * sum_i max(q_i min_i, q_i max_i) (Eq. 3).
+  // so that x . [min | max] = scale * sum_i max(q_i min_i, q_i max_i) (Eq. 3); for the centre,
+  // x = scale * (q / 2, q / 2).
+  const bool centre = block_score == BlockScore::kCentre;
   std::vector<float> x(static_cast<size_t>(n_tokens) * group * 2 * hd);
   std::vector<float> y(static_cast<size_t>(n_tokens) * group * n_blocks);
   for (int g = 0; g < n_kv; ++g) {
@@ -45,8 +54,8 @@ void BlockUpperBounds(const BlockIndex& index, int layer, const float* q, int n_
         const float* qr = q + (static_cast<size_t>(t) * n_heads + g * group + j) * hd;
         float* xr = x.data() + (static_cast<size_t>(t) * group + j) * 2 * hd;
         for (int d = 0; d < hd; ++d) {
-          xr[d] = scale * std::fmin(qr[d], 0.0f);
-          xr[hd + d] = scale * std::fmax(qr[d], 0.0f);
+          xr[d] = scale * (centre ? 0.5f * qr[d] : std::fmin(qr[d], 0.0f));
+          xr[hd + d] = scale * (centre ? 0.5f * qr[d] : std::fmax(qr[d], 0.0f));
         }
       }
     }

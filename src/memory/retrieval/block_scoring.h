@@ -10,6 +10,10 @@
 //      Rank 1 / (rank + c) with rank 1 for the highest bound), then aggregate across the rows
 //      (Sum or Max).
 //   3. The top-k blocks by that score, returned in chronological (index) order.
+// Deviation, off by default (BlockScore::kCentre): score a block by q . c, its box's centre
+// c = (min + max) / 2, instead of the bound. Eq. 3 is q . c + sum_i |q_i| w_i / 2 (w the box's
+// width); on SmolLM2 the width term dominates and picks the widest boxes whatever the query
+// (README, "Long-term memory by retrieval"). The centre keeps only the query-dependent term.
 // Ties rank the earlier block first, so results are deterministic.
 // Thread-safety: pure functions.
 #pragma once
@@ -28,13 +32,16 @@ namespace kvmem::memory {
 enum class ScoreNorm { kSoftmax, kReciprocalRank };
 enum class ScoreAgg { kSum, kMax };
 
+enum class BlockScore { kUpperBound, kCentre };
+
 struct RetrievalStrategy {
   ScoreNorm norm = ScoreNorm::kSoftmax;
   ScoreAgg agg = ScoreAgg::kSum;
   double rr_c = 60.0;  // Reciprocal Rank's constant (Cormack et al.'s RRF default)
+  BlockScore block_score = BlockScore::kUpperBound;
 };
 
-// "softmax-sum", "softmax-max", "rr-sum", "rr-max".
+// "softmax-sum", "softmax-max", "rr-sum", "rr-max" (Eq. 3), each with "-centre" for kCentre.
 std::string StrategyName(const RetrievalStrategy& s);
 Result<RetrievalStrategy> ParseStrategy(const std::string& name);
 
@@ -42,8 +49,10 @@ Result<RetrievalStrategy> ParseStrategy(const std::string& name);
 // t * n_heads + h. q: (n_tokens, n_heads, head_dim) position-free queries; n_heads a multiple
 // of the index's n_kv_heads. The boxes are f16 and q is rounded to f16 for the product (the
 // kernels' f16 dot), so a bound may fall short of the exact one by that rounding.
+// With kCentre, the same for the centre score scale * q . (min + max) / 2.
 void BlockUpperBounds(const BlockIndex& index, int layer, const float* q, int n_tokens, int n_heads,
-                      float scale, ThreadPool* pool, std::vector<float>* bounds);
+                      float scale, ThreadPool* pool, std::vector<float>* bounds,
+                      BlockScore block_score = BlockScore::kUpperBound);
 
 // Eq. 4: one score per block from bounds (n_rows, n_blocks).
 std::vector<double> AggregateScores(std::span<const float> bounds, int64_t n_rows, int64_t n_blocks,

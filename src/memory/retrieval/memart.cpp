@@ -185,7 +185,7 @@ Status MemArtMemory::BeginTurn(std::span<const int32_t> tokens, ThreadPool* pool
       std::vector<double> score(n_blocks(), 0.0);
       if (n_tokens > 0) {
         BlockUpperBounds(index_, layer, q, n_tokens, spec.n_heads, spec.attn_scale(), pool,
-                         &bounds);
+                         &bounds, config_.strategy.block_score);
         score = AggregateScores(bounds, static_cast<int64_t>(n_tokens) * spec.n_heads, n_blocks(),
                                 config_.strategy);
       }
