@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "../test_util.h"
 #include "memory/embed/sentence_encoder.h"
 
 namespace kvmem::memory::embed::testing {
@@ -81,26 +82,11 @@ inline double Cosine(const float* a, const float* b, int n) {
 }
 
 // A copy of a model directory in a fresh temporary directory, removed at scope exit.
-class ModelCopy {
+class ModelCopy : public store::testing::TempDir {
  public:
   explicit ModelCopy(const std::string& src) {
-    std::string tmpl =
-        (std::filesystem::temp_directory_path() / "kvmem-embed-test-XXXXXX").string();
-    EXPECT_NE(::mkdtemp(tmpl.data()), nullptr);
-    path_ = tmpl;
-    std::filesystem::copy(src, path_, std::filesystem::copy_options::recursive);
+    std::filesystem::copy(src, path(), std::filesystem::copy_options::recursive);
   }
-  ~ModelCopy() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  ModelCopy(const ModelCopy&) = delete;
-  ModelCopy& operator=(const ModelCopy&) = delete;
-  const std::string& path() const { return path_; }
-  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
 };
 
 inline std::string ReadAll(const std::string& path) {
