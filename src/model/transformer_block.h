@@ -40,6 +40,7 @@ struct BlockScratch {
   std::vector<float> proj;  // (n_tokens, n_embd)
   std::vector<float> gate;  // (n_tokens, n_ff)
   std::vector<float> up;    // (n_tokens, n_ff)
+  std::vector<float> partials;  // attention states of the decode chunks (AttendGrouped)
 
   void Resize(const ModelSpec& spec, int n_tokens);
 };

@@ -74,6 +74,31 @@ TEST_P(ForwardTest, IncrementalDecodeEqualsBatchPrefill) {
   ExpectClose(batch, step, 1e-4f);
 }
 
+// Past 512 rows a decode step splits each KV head's rows into chunks spread over the threads
+// and merged by whichever thread completes the last one; a prefill batch runs and merges the
+// same chunks in one thread per (token, KV head). Both must give the same logits.
+TEST_P(ForwardTest, LongDecodeEqualsBatchPrefill) {
+  const int n_vocab = model_->spec().n_vocab;
+  constexpr int kPrompt = 600, kDecode = 40;
+  std::vector<int32_t> tokens(kPrompt + kDecode);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((i * 7 + 3) % 61);
+  kv::KvPool pool(model_->kv_geometry(64), 2 * (kPrompt + kDecode) / 64 + 2);
+  kv::KvSequence batch_seq(&pool), seq(&pool);
+  std::vector<float> batch, logits;
+  ASSERT_TRUE(Forward(*model_, &threads_, &batch_seq, tokens, 0, /*all=*/true, &batch).ok());
+  ASSERT_TRUE(
+      Forward(*model_, &threads_, &seq, std::span(tokens).first(kPrompt), 0, false, &logits)
+          .ok());
+  for (int i = kPrompt; i < kPrompt + kDecode; ++i) {
+    ASSERT_TRUE(
+        Forward(*model_, &threads_, &seq, std::span(tokens).subspan(i, 1), i, false, &logits)
+            .ok());
+    const std::vector<float> want(batch.begin() + static_cast<size_t>(i) * n_vocab,
+                                  batch.begin() + static_cast<size_t>(i + 1) * n_vocab);
+    ExpectClose(want, logits, 1e-4f);
+  }
+}
+
 TEST_P(ForwardTest, MicroBatchesChangeNothing) {
   ExpectClose(Run(tokens_, 0, true), Run(tokens_, 0, true, /*max_batch=*/3), 1e-4f);
 }
