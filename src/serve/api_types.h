@@ -90,6 +90,34 @@ struct GenerationResult {
   CacheTier tier = CacheTier::kMiss;
 };
 
+// A history block a retrieval agent's turn read: tokens [first_token, first_token + n_tokens)
+// of its memory, the text they spell, and in how many layers it was retrieved.
+struct RecalledBlock {
+  int64_t block = 0;
+  int64_t first_token = 0;
+  int64_t n_tokens = 0;
+  int layers = 0;
+  std::string text;
+};
+
+// What a retrieval agent's latest turn read and computed.
+struct RetrievalTurnInfo {
+  int64_t history_tokens = 0;  // in its memory when the turn began
+  int64_t retrieved_rows = 0;  // history rows placed before the new tokens, per layer
+  int64_t prefill_tokens = 0;  // tokens computed: what the prompt added
+  int64_t kv_len_decode = 0;   // rows the first generated token read
+  std::vector<RecalledBlock> blocks;
+};
+
+// POST /v1/agents: an agent created before its first turn, with its memory mode. Settings
+// left unset take the engine's defaults.
+struct AgentCreateRequest {
+  std::string id;
+  std::string memory_mode = "full";  // "full" or "retrieval"
+  std::optional<int> block_size, top_k, keep_first, keep_last;  // retrieval
+  std::optional<std::string> strategy;                          // retrieval
+};
+
 // An agent's persisted memory as the /v1/agents endpoints show it.
 struct AgentInfo {
   std::string id;
@@ -100,6 +128,7 @@ struct AgentInfo {
   std::string kv_format;              // "f16", "q8_0", "q4_0", "kivi4", … (K/V: "q8_0/f16")
   std::string memory_mode;     // the policy that manages it: "full", "memart", "epicache", …
   int64_t last_used_unix = 0;  // seconds since the epoch; 0 = never
+  std::optional<RetrievalTurnInfo> last_turn;  // retrieval agents, once a turn ran
 };
 
 struct ModelInfo {

@@ -58,6 +58,10 @@ class Backend {
   virtual Result<GenerationResult> Generate(const GenerationRequest& request,
                                             GenerationSink* sink) = 0;
 
+  // Creates the agent with the requested memory mode (validated by the server's parser; the
+  // backend checks the settings' values). FailedPrecondition if it exists.
+  virtual Result<AgentInfo> CreateAgent(const std::string& tenant,
+                                        const AgentCreateRequest& request) = 0;
   // The tenant's agents with persisted memory, in any order.
   virtual Result<std::vector<AgentInfo>> ListAgents(const std::string& tenant) = 0;
   // NotFound for an agent this tenant does not have.

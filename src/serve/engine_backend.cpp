@@ -32,9 +32,36 @@ AgentInfo ToAgentInfo(const memory::AgentStatus& s) {
   a.bytes = s.bytes;
   a.tier = s.tier == memory::Tier::kHot ? CacheTier::kHot : CacheTier::kWarm;
   a.kv_format = KvFormatLabel(s.formats);
-  a.memory_mode = "full";
+  a.memory_mode = memory::MemoryModeName(s.mode);
   a.last_used_unix = s.last_use_unix_ms / 1000;
+  if (s.last_turn) {
+    const memory::RetrievalTurn& t = *s.last_turn;
+    RetrievalTurnInfo info{t.history_tokens, t.retrieved_rows, t.prefill_tokens, t.kv_len_decode,
+                           {}};
+    for (const memory::RecalledBlock& b : t.blocks) {
+      info.blocks.push_back({b.block, b.first_token, b.n_tokens, b.layers, b.text});
+    }
+    a.last_turn = std::move(info);
+  }
   return a;
+}
+
+// The request's memory over the engine's defaults (memory::MemArtConfig).
+Result<memory::AgentMemory> ToAgentMemory(const AgentCreateRequest& r) {
+  memory::AgentMemory m;
+  KVMEM_ASSIGN_OR_RETURN(m.mode, memory::ParseMemoryMode(r.memory_mode));
+  memory::MemArtConfig& c = m.retrieval;
+  if (r.block_size) c.block_size = *r.block_size;
+  if (r.top_k) c.top_k = *r.top_k;
+  if (r.keep_first) c.keep_first = *r.keep_first;
+  if (r.keep_last) c.keep_last = *r.keep_last;
+  if (r.strategy) {
+    auto s = memory::ParseStrategy(*r.strategy);
+    if (!s.ok()) return InvalidArgument("'retrieval.strategy': " + s.status().message());
+    c.strategy = *s;
+  }
+  KVMEM_RETURN_IF_ERROR(memory::ValidateAgentMemory(m));
+  return m;
 }
 
 engine::SamplerConfig ToSampler(const SamplingParams& p) {
@@ -114,6 +141,13 @@ Result<GenerationResult> EngineBackend::Generate(const GenerationRequest& reques
   g.usage = {r.prompt.prompt_tokens, r.prompt.cached_tokens, r.completion_tokens};
   g.tier = ToCacheTier(r.prompt.tier);
   return g;
+}
+
+Result<AgentInfo> EngineBackend::CreateAgent(const std::string& tenant,
+                                             const AgentCreateRequest& request) {
+  KVMEM_ASSIGN_OR_RETURN(memory::AgentMemory memory, ToAgentMemory(request));
+  KVMEM_RETURN_IF_ERROR(runtime_->CreateAgent({tenant, request.id}, memory));
+  return GetAgent(tenant, request.id);
 }
 
 Result<std::vector<AgentInfo>> EngineBackend::ListAgents(const std::string& tenant) {

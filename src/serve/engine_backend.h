@@ -24,6 +24,8 @@ class EngineBackend : public Backend {
 
   Result<GenerationResult> Generate(const GenerationRequest& request,
                                     GenerationSink* sink) override;
+  Result<AgentInfo> CreateAgent(const std::string& tenant,
+                                const AgentCreateRequest& request) override;
   Result<std::vector<AgentInfo>> ListAgents(const std::string& tenant) override;
   Result<AgentInfo> GetAgent(const std::string& tenant, const std::string& id) override;
   Status DeleteAgent(const std::string& tenant, const std::string& id) override;

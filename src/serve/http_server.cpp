@@ -113,6 +113,13 @@ class HttpServer::Handlers {
                SendJson(res, req.has_header("anthropic-version") ? AnthropicModel(model)
                                                                  : OpenAiModel(model));
              }));
+    http.Post("/v1/agents", WithBody(kKey, [this](auto&, auto& res, auto& tenant, auto body) {
+                auto request = ParseAgentCreateRequest(body);
+                if (!request.ok()) return SendStatus(res, request.status(), Dialect::kOpenAi);
+                auto agent = s_->backend_->CreateAgent(tenant, *request);
+                if (!agent.ok()) return SendStatus(res, agent.status(), Dialect::kOpenAi);
+                SendJson(res, AgentJson(*agent));
+              }));
     http.Get("/v1/agents", NoBody(kKey, [this](auto&, auto& res, auto& tenant, auto) {
                auto agents = s_->backend_->ListAgents(tenant);
                if (!agents.ok()) return SendStatus(res, agents.status(), Dialect::kOpenAi);
@@ -272,7 +279,7 @@ class HttpServer::Handlers {
         {"/v1/messages", false, true, false},
         {"/v1/models", true, false, false},
         {"/v1/models/(.+)", true, false, false},
-        {"/v1/agents", true, false, false},
+        {"/v1/agents", true, true, false},
         {"/v1/agents/([^/]+)", true, false, true},
         {"/health", true, false, false},
         {"/metrics", true, false, false},

@@ -8,66 +8,12 @@
 
 #include <string>
 
-#include "../model/tiny_model.h"
-#include "../tokenizer/byte_tokenizer.h"
-#include "test_util.h"
+#include "agent_runtime_fixture.h"
 
 namespace kvmem::memory {
 namespace {
 
-using model::testing::BuildTinyGguf;
-using model::testing::TempFile;
-using model::testing::TinyConfig;
-
-class AgentRuntimeTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    TinyConfig c;
-    c.n_vocab = 257;  // the byte tokenizer's ids
-    file_ = std::make_unique<TempFile>(BuildTinyGguf(c, 3));
-    auto m = model::Model::Load(file_->path());
-    ASSERT_TRUE(m.ok()) << m.status().ToString();
-    model_ = std::move(*m);
-    auto s = store::AgentStore::Open({dir_.path(), std::string(32, 'a'), 257});
-    ASSERT_TRUE(s.ok()) << s.status().ToString();
-    store_.emplace(std::move(*s));
-  }
-
-  std::unique_ptr<AgentRuntime> Runtime(size_t hot_budget = size_t{1} << 30) {
-    AgentRuntimeOptions o;
-    o.formats = {kv::KvFormat::kF16, kv::KvFormat::kF16};  // head_dim 8: no 32-value blocks
-    o.block_rows = 8;
-    o.n_ctx = 512;
-    o.max_batch = 16;
-    o.hot_budget_bytes = hot_budget;
-    return std::make_unique<AgentRuntime>(*model_, tok_, &threads_, &*store_, o);
-  }
-
-  // A greedy turn; the reply text goes to *reply.
-  TurnResult Turn(AgentRuntime& rt, const store::AgentKey* key, const std::string& text,
-                  std::string* reply, int max_tokens = 6) {
-    TurnParams p;
-    p.max_tokens = max_tokens;
-    p.sampler.temperature = 0;
-    TurnCallbacks cb;
-    reply->clear();
-    cb.on_text = [reply](std::string_view s) {
-      reply->append(s);
-      return true;
-    };
-    auto r = rt.RunTurn(key, text, p, cb);
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
-    return r.ok() ? *r : TurnResult{};
-  }
-
-  store::testing::TempDir dir_;
-  std::unique_ptr<TempFile> file_;
-  std::unique_ptr<model::Model> model_;
-  tokenizer::Tokenizer tok_ = tokenizer::testing::ByteTokenizer();
-  ThreadPool threads_{2};
-  std::optional<store::AgentStore> store_;
-  const store::AgentKey ada_{"t", "ada"};
-};
+using AgentRuntimeTest = testing::AgentRuntimeFixture;
 
 TEST_F(AgentRuntimeTest, ExtendReusesEveryRowAndRepliesAsAColdRun) {
   auto rt = Runtime();

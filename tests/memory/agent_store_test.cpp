@@ -76,6 +76,39 @@ TEST(AgentStoreTest, RoundTripEveryFormat) {
   }
 }
 
+// The memory policy travels in the manifest: read alone, listed, and loaded with the rows; an
+// agent saved without one is full (manifests written before policies existed read the same).
+TEST(AgentStoreTest, MemoryPolicyRoundTrips) {
+  TempDir dir;
+  AgentStore store = OpenStore(dir);
+  std::mt19937 rng(3);
+  kv::KvPool pool(Geometry(), 8, {});
+  kv::KvSequence seq(&pool);
+  AppendRandomRows(&seq, 20, 0, &rng);
+  const MemoryPolicy policy{"retrieval", 8, 5, "rr-max-centre", 16, 32};
+  const AgentKey key{"acme", "recall"}, plain{"acme", "plain"};
+  ASSERT_TRUE(store.Save(key, seq, Tokens(20), "text", {}, policy).ok());
+  ASSERT_TRUE(store.Save(plain, seq, Tokens(20), "text").ok());
+  EXPECT_EQ(Manifest(store, plain).memory, MemoryPolicy{});
+  EXPECT_EQ(Manifest(store, key).memory, policy);
+
+  Result<MemoryPolicy> read = store.ReadMemoryPolicy(key);
+  ASSERT_TRUE(read.ok()) << read.status().ToString();
+  EXPECT_EQ(*read, policy);
+  EXPECT_EQ(store.ReadMemoryPolicy(plain)->mode, "full");
+  EXPECT_EQ(store.ReadMemoryPolicy({"acme", "nobody"}).status().code(), ErrorCode::kNotFound);
+  auto listed = store.List();
+  ASSERT_TRUE(listed.ok());
+  ASSERT_EQ(listed->size(), 2u);
+  EXPECT_EQ((*listed)[0].memory_mode, "full");  // sorted by id: plain, recall
+  EXPECT_EQ((*listed)[1].memory_mode, "retrieval");
+  kv::KvPool dst_pool(Geometry(), 8, {});
+  kv::KvSequence dst(&dst_pool);
+  AgentRecord rec;
+  ASSERT_TRUE(store.Load(key, &dst, &rec).ok());
+  EXPECT_EQ(rec.memory, policy);
+}
+
 // Pool memory is recycled between agents: bytes of rows a partial block has not written must
 // not reach the file (they would leak another agent's rows and break content addressing).
 TEST(AgentStoreTest, UnwrittenRowsAreNotLeaked) {

@@ -108,17 +108,42 @@ class FakeBackend : public Backend {
     if (!request.agent.id.empty()) {
       std::lock_guard<std::mutex> lock(mu_);
       Agent& a = agents_[key];
+      const std::string mode = a.info.memory_mode.empty() ? "full" : a.info.memory_mode;
       a.info = AgentInfo{.id = request.agent.id,
                          .tenant = request.agent.tenant,
                          .cached_tokens = static_cast<int64_t>(rendered.size() + reply.size()),
                          .bytes = static_cast<int64_t>(rendered.size() + reply.size()) * 64,
                          .tier = CacheTier::kHot,
                          .kv_format = "f16",
-                         .memory_mode = "full",
-                         .last_used_unix = 1700000000};
+                         .memory_mode = mode,
+                         .last_used_unix = 1700000000,
+                         .last_turn = std::nullopt};
       a.memory = rendered + reply;
     }
     return result;
+  }
+
+  Result<AgentInfo> CreateAgent(const std::string& tenant,
+                                const AgentCreateRequest& request) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    const std::string key = tenant + "/" + request.id;
+    if (agents_.count(key) != 0) return FailedPrecondition("agent '" + request.id + "' exists");
+    last_create_ = request;
+    Agent& a = agents_[key];
+    a.info = AgentInfo{.id = request.id,
+                       .tenant = tenant,
+                       .tier = CacheTier::kHot,
+                       .kv_format = "f16",
+                       .memory_mode = request.memory_mode,
+                       .last_used_unix = 0,
+                       .last_turn = std::nullopt};
+    return a.info;
+  }
+
+  // The last request CreateAgent accepted, as the server parsed it.
+  std::optional<AgentCreateRequest> last_create() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return last_create_;
   }
 
   Result<std::vector<AgentInfo>> ListAgents(const std::string& tenant) override {
@@ -251,6 +276,7 @@ class FakeBackend : public Backend {
   GenerationRequest last_request_;
   int calls_ = 0;
   std::map<std::string, Agent> agents_;
+  std::optional<AgentCreateRequest> last_create_;
   std::atomic<int> active_{0};
   std::atomic<int> max_active_{0};
   std::atomic<int> cancelled_{0};

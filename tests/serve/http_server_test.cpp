@@ -1,6 +1,7 @@
 // The HTTP server end to end: a real HttpServer on an ephemeral port, a FakeBackend, and
 // httplib clients. Formats, status codes, auth, error bodies per dialect.
 #include "serve/http_server.h"
+#include "serve/agents_api.h"
 
 #include <gtest/gtest.h>
 
@@ -226,6 +227,65 @@ TEST(HttpServer, AgentsListGetDelete) {
   auto bad = f.Get("/v1/agents/bad%20id");
   ASSERT_TRUE(bad);
   EXPECT_EQ(bad->status, 400);
+}
+
+TEST(HttpServer, AgentsCreateWithAMemoryMode) {
+  ServerFixture f;
+  auto made = f.Post("/v1/agents", R"({"id":"rae","memory":"retrieval",
+      "retrieval":{"top_k":8,"block_size":32,"strategy":"rr-max","keep_last":64}})");
+  ASSERT_TRUE(made);
+  EXPECT_EQ(made->status, 200);
+  EXPECT_EQ(ParseJson(made->body)["memory_mode"], "retrieval");
+  const std::optional<AgentCreateRequest> r = f.backend().last_create();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->id, "rae");
+  EXPECT_EQ(r->memory_mode, "retrieval");
+  EXPECT_EQ(r->top_k, 8);
+  EXPECT_EQ(r->block_size, 32);
+  EXPECT_EQ(r->strategy, "rr-max");
+  EXPECT_EQ(r->keep_last, 64);
+  EXPECT_FALSE(r->keep_first);
+  EXPECT_EQ(ParseJson(f.Get("/v1/agents/rae")->body)["memory_mode"], "retrieval");
+  // A turn keeps the mode; creating it again conflicts.
+  ASSERT_EQ(f.Post("/v1/chat/completions", ChatBody("x", {{"user", "rae"}}))->status, 200);
+  EXPECT_EQ(ParseJson(f.Get("/v1/agents/rae")->body)["memory_mode"], "retrieval");
+  EXPECT_EQ(f.Post("/v1/agents", R"({"id":"rae"})")->status, 409);
+  // The default mode is full.
+  ASSERT_EQ(f.Post("/v1/agents", R"({"id":"fay"})")->status, 200);
+  EXPECT_EQ(f.backend().last_create()->memory_mode, "full");
+
+  const std::pair<const char*, const char*> bad[] = {
+      {R"({"memory":"retrieval"})", "'id': required"},
+      {R"({"id":"a b"})", "id"},
+      {R"({"id":"x","memory":"episodic"})", "'memory'"},
+      {R"({"id":"x","memory":"full","retrieval":{"top_k":4}})", "'retrieval'"},
+      {R"({"id":"x","memory":"retrieval","retrieval":{"topk":4}})", "'retrieval.topk'"},
+      {R"({"id":"x","memory":"retrieval","retrieval":{"top_k":0}})", "'retrieval.top_k'"},
+      {R"({"id":"x","memory":"retrieval","retrieval":{"top_k":"8"}})", "'retrieval.top_k'"},
+      {R"({"id":"x","memory":"retrieval","retrieval":[]})", "'retrieval'"},
+      {R"([1])", ""},
+  };
+  for (const auto& [body, names] : bad) {
+    auto res = f.Post("/v1/agents", body);
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 400) << body;
+    EXPECT_NE(ParseJson(res->body)["error"]["message"].get<std::string>().find(names),
+              std::string::npos)
+        << body << " -> " << res->body;
+  }
+}
+
+TEST(HttpServer, AgentJsonShowsTheLastRetrievalTurn) {
+  AgentInfo a;
+  a.id = "rae";
+  a.memory_mode = "retrieval";
+  a.last_turn = RetrievalTurnInfo{40, 16, 5, 21, {{1, 16, 16, 30, "the blue door"}}};
+  const Json j = ParseJson(AgentJson(a));
+  EXPECT_EQ(j["last_turn"], Json::parse(R"({"history_tokens":40,"retrieved_rows":16,
+      "prefill_tokens":5,"kv_len_decode":21,"blocks":[{"block":1,"first_token":16,
+      "n_tokens":16,"layers":30,"text":"the blue door"}]})"));
+  a.last_turn.reset();
+  EXPECT_FALSE(ParseJson(AgentJson(a)).contains("last_turn"));
 }
 
 TEST(HttpServer, AuthAndTenants) {

@@ -9,6 +9,7 @@
 #include "engine/forward.h"
 #include "engine/stop_strings.h"
 #include "kv/kv_sequence.h"
+#include "memory/agents/agent_slot.h"
 
 namespace kvmem::memory {
 namespace {
@@ -37,39 +38,6 @@ const char* TierName(Tier t) {
   }
   return "?";
 }
-
-// One agent. The cache fields (pool, seq, tokens, text) belong to the turn holding the ticket;
-// eviction touches them only under `mu` while no ticket is out. The atomics are for readers
-// that must not wait for a turn (List, stats).
-struct AgentRuntime::Slot {
-  store::AgentKey key;
-  std::mutex mu;
-  std::condition_variable cv;
-  uint64_t next_ticket = 0;
-  uint64_t serving = 0;
-
-  // How the resident cache got here, reported by the next turn: kWarm when it was loaded from
-  // the store (e.g. by ConversationText) and no turn has used it yet.
-  Tier arrival = Tier::kMiss;
-  std::unique_ptr<kv::KvPool> pool;
-  std::unique_ptr<kv::KvSequence> seq;
-  std::vector<int32_t> tokens;  // ids of seq's rows, in order
-  std::string text;             // what those tokens spell (the rendered conversation so far)
-
-  std::atomic<bool> resident{false};
-  std::atomic<int64_t> hot_bytes{0};
-  std::atomic<int64_t> n_tokens{0};
-  std::atomic<int64_t> last_use_ms{0};
-
-  void Drop() {
-    seq.reset();
-    pool.reset();
-    tokens.clear();
-    text.clear();
-    resident = false;
-    hot_bytes = 0;
-  }
-};
 
 // Holds the agent's ticket: turns of one agent run one at a time, in arrival order.
 class AgentRuntime::Turn {
@@ -131,43 +99,72 @@ std::shared_ptr<AgentRuntime::Slot> AgentRuntime::GetSlot(const store::AgentKey&
   return s;
 }
 
-Tier AgentRuntime::Acquire(const store::AgentKey* key, Slot& slot, double* load_seconds) {
-  if (slot.seq) {
+Result<Tier> AgentRuntime::Acquire(const store::AgentKey* key, Slot& slot, double* load_seconds) {
+  if (slot.pool) {
     const Tier t = slot.tokens.empty() ? Tier::kMiss : slot.arrival;
     slot.arrival = Tier::kHot;
     return t;
   }
+  const bool stored = key != nullptr && store_ != nullptr && store_->Contains(*key);
+  if (stored) {
+    // A manifest that cannot be read is handled with the cache below (as a full agent's).
+    Result<store::MemoryPolicy> policy = store_->ReadMemoryPolicy(*key);
+    if (policy.ok()) {
+      Result<AgentMemory> memory = FromPolicy(*policy);
+      if (!memory.ok()) return memory.status().WithContext("agent " + SlotName(*key));
+      std::lock_guard<std::mutex> l(slot.mu);  // List reads it
+      slot.memory = *memory;
+    }
+  }
+  const bool retrieval = slot.memory.mode == MemoryMode::kRetrieval;
   const int block = options_.block_rows;
+  // Retrieval: the history and one context of working rows, each with a partial block.
+  const int64_t rows = retrieval ? options_.max_history_tokens + n_ctx_ + 2 * block : n_ctx_;
   slot.pool = std::make_unique<kv::KvPool>(model_.kv_geometry(block),
-                                           static_cast<int>((n_ctx_ + block - 1) / block),
+                                           static_cast<int>((rows + block - 1) / block),
                                            options_.formats, chunks_.get());
   slot.seq = std::make_unique<kv::KvSequence>(slot.pool.get());
   slot.tokens.clear();
   slot.text.clear();
+  slot.token_ends.clear();
   slot.resident = true;
   slot.arrival = Tier::kHot;  // what the turns after this one find
-  if (key == nullptr || store_ == nullptr || !store_->Contains(*key)) return Tier::kMiss;
-  const auto t0 = Clock::now();
-  store::AgentRecord rec;
-  Status st = store_->Load(*key, slot.seq.get(), &rec);
-  *load_seconds = Since(t0);
-  if (!st.ok()) {
-    // A cache this model cannot use (corrupt, another format or model) is removed and replaced
-    // at the end of this turn; the conversation itself is in the prompt, so nothing is lost.
-    // (Removing it matters: Save reuses block files by their content name, so a damaged file
-    // left in place would be named again.)
-    KVMEM_LOG_WARN("agent %s: stored cache not used: %s", SlotName(*key).c_str(),
-                   st.ToString().c_str());
-    Status removed = store_->Delete(*key);
-    if (!removed.ok()) {
-      KVMEM_LOG_WARN("agent %s: removing the unusable cache: %s", SlotName(*key).c_str(),
-                     removed.ToString().c_str());
+  Tier tier = Tier::kMiss;
+  if (stored) {
+    const auto t0 = Clock::now();
+    store::AgentRecord rec;
+    Status st = store_->Load(*key, slot.seq.get(), &rec);
+    *load_seconds = Since(t0);
+    if (st.ok()) {
+      slot.tokens = std::move(rec.tokens);
+      slot.text = std::move(rec.text);
+      tier = Tier::kWarm;
+    } else if (retrieval) {
+      // A retrieval agent's history is not in its prompts: keep the files for a person to see.
+      slot.LockedDrop();
+      return st.WithContext("agent " + SlotName(*key) + ": stored memory not usable");
+    } else {
+      // A cache this model cannot use (corrupt, another format or model) is removed and
+      // replaced at the end of this turn; the conversation itself is in the prompt, so nothing
+      // is lost. (Removing it matters: Save reuses block files by their content name, so a
+      // damaged file left in place would be named again.)
+      KVMEM_LOG_WARN("agent %s: stored cache not used: %s", SlotName(*key).c_str(),
+                     st.ToString().c_str());
+      Status removed = store_->Delete(*key);
+      if (!removed.ok()) {
+        KVMEM_LOG_WARN("agent %s: removing the unusable cache: %s", SlotName(*key).c_str(),
+                       removed.ToString().c_str());
+      }
     }
-    return Tier::kMiss;
   }
-  slot.tokens = std::move(rec.tokens);
-  slot.text = std::move(rec.text);
-  return Tier::kWarm;
+  if (retrieval) {
+    Status st = AdoptHistory(slot);
+    if (!st.ok()) {
+      slot.LockedDrop();
+      return st.WithContext("agent " + (key ? SlotName(*key) : std::string("(anonymous)")));
+    }
+  }
+  return tier;
 }
 
 Result<std::vector<int32_t>> AgentRuntime::PlanPrompt(Slot& slot, std::string_view text,
@@ -246,30 +243,51 @@ Result<TurnResult> AgentRuntime::RunTurn(const store::AgentKey* key, std::string
   std::shared_ptr<Slot> slot = key ? GetSlot(*key) : std::make_shared<Slot>();
   Turn turn(*slot);
   TurnResult r;
-  r.prompt.tier = Acquire(key, *slot, &r.prompt.load_seconds);
-  KVMEM_ASSIGN_OR_RETURN(std::vector<int32_t> ids, PlanPrompt(*slot, prompt_text, &r.prompt));
+  KVMEM_ASSIGN_OR_RETURN(r.prompt.tier, Acquire(key, *slot, &r.prompt.load_seconds));
+  if (slot->memart) {
+    KVMEM_ASSIGN_OR_RETURN(r, RunRetrievalTurn(*slot, prompt_text, params, callbacks, r));
+  } else {
+    KVMEM_ASSIGN_OR_RETURN(std::vector<int32_t> ids, PlanPrompt(*slot, prompt_text, &r.prompt));
+    auto t0 = Clock::now();
+    std::vector<float> logits;
+    KVMEM_RETURN_IF_ERROR(Prefill(*slot, ids, &logits));
+    // The prompt text is the client's, byte for byte (the pieces spell it; this also covers a
+    // BOS-less suffix whose pieces were checked only up to the match).
+    slot->text.assign(prompt_text);
+    r.prompt.prefill_seconds = Since(t0);
+    if (callbacks.on_prompt) callbacks.on_prompt(r.prompt);
+    kv::KvSequence* seq = slot->seq.get();
+    KVMEM_RETURN_IF_ERROR(DecodeReply(
+        seq, [seq] { return seq->n_rows(); }, &logits, slot->tokens, params, callbacks, &r,
+        [&](int32_t t) {
+          slot->tokens.push_back(t);
+          slot->text.append(Piece(t));
+        }));
+    r.kv_tokens = slot->seq->n_rows();
+  }
+  slot->hot_bytes = static_cast<int64_t>(slot->pool->bytes_in_use());
+  slot->n_tokens = r.kv_tokens;
+  slot->last_use_ms = NowUnixMs();
+  if (key != nullptr) KVMEM_RETURN_IF_ERROR(SaveSlot(*key, *slot, &r.save_seconds));
+  if (key != nullptr) EnforceBudget(slot.get());
+  return r;
+}
 
-  auto t0 = Clock::now();
-  std::vector<float> logits;
-  KVMEM_RETURN_IF_ERROR(Prefill(*slot, ids, &logits));
-  // The prompt text is the client's, byte for byte (the pieces spell it; this also covers a
-  // BOS-less suffix whose pieces were checked only up to the match).
-  slot->text.assign(prompt_text);
-  r.prompt.prefill_seconds = Since(t0);
-  if (callbacks.on_prompt) callbacks.on_prompt(r.prompt);
-
-  t0 = Clock::now();
+Status AgentRuntime::DecodeReply(kv::KvSequence* seq, const std::function<int64_t()>& next_position,
+                                 std::vector<float>* logits, std::vector<int32_t> history,
+                                 const TurnParams& params, const TurnCallbacks& callbacks,
+                                 TurnResult* r, const std::function<void(int32_t)>& kept) {
+  const auto t0 = Clock::now();
   engine::Sampler sampler(params.sampler);
   engine::StopMatcher stops(params.stop);
   tokenizer::StreamingDecoder decoder(&tok_);
-  std::vector<int32_t> history = slot->tokens;
-  r.end = TurnEnd::kLength;
+  r->end = TurnEnd::kLength;
   bool cancelled = false;
   for (int i = 0; i < params.max_tokens; ++i) {
-    const int32_t t = sampler.Sample(logits, history);
-    ++r.completion_tokens;
+    const int32_t t = sampler.Sample(*logits, history);
+    ++r->completion_tokens;
     if (tok_.IsEndOfGeneration(t)) {
-      r.end = TurnEnd::kEndOfTurn;
+      r->end = TurnEnd::kEndOfTurn;
       break;
     }
     history.push_back(t);
@@ -278,44 +296,40 @@ Result<TurnResult> AgentRuntime::RunTurn(const store::AgentKey* key, std::string
     const std::string out = stops.Push(*piece);
     if (!out.empty() && callbacks.on_text && !callbacks.on_text(out)) {
       cancelled = true;
-      r.end = TurnEnd::kCancelled;
+      r->end = TurnEnd::kCancelled;
       break;
     }
     if (stops.stopped()) {
-      r.end = TurnEnd::kStopSequence;
-      r.stop_sequence = stops.matched();
+      r->end = TurnEnd::kStopSequence;
+      r->stop_sequence = stops.matched();
       break;
     }
-    if (i + 1 == params.max_tokens || slot->seq->n_rows() + 1 >= n_ctx_) break;
+    if (i + 1 == params.max_tokens || seq->n_rows() + 1 >= n_ctx_) break;
     const int32_t one[] = {t};
     Status st;
     {
       std::lock_guard<std::mutex> l(compute_mu_);
-      st = engine::Forward(model_, threads_, slot->seq.get(), one, slot->seq->n_rows(), false,
-                           &logits);
+      st = engine::Forward(model_, threads_, seq, one, next_position(), false, logits);
     }
     if (!st.ok()) return st;
-    slot->tokens.push_back(t);
-    slot->text.append(Piece(t));
+    kept(t);
   }
   if (!cancelled && !stops.stopped() && callbacks.on_text) {
     const std::string rest = stops.Push(decoder.Flush()) + stops.Flush();
     if (!rest.empty()) callbacks.on_text(rest);
   }
-  r.decode_seconds = Since(t0);
-  r.kv_tokens = slot->seq->n_rows();
+  r->decode_seconds = Since(t0);
+  return Status::Ok();
+}
 
-  slot->hot_bytes = static_cast<int64_t>(slot->pool->bytes_in_use());
-  slot->n_tokens = r.kv_tokens;
-  slot->last_use_ms = NowUnixMs();
-  if (key != nullptr && store_ != nullptr) {
-    t0 = Clock::now();
-    auto saved = store_->Save(*key, *slot->seq, slot->tokens, slot->text);
-    r.save_seconds = Since(t0);
-    if (!saved.ok()) return saved.status();
-  }
-  if (key != nullptr) EnforceBudget(slot.get());
-  return r;
+Status AgentRuntime::SaveSlot(const store::AgentKey& key, const Slot& slot, double* seconds) {
+  if (store_ == nullptr) return Status::Ok();
+  const auto t0 = Clock::now();
+  const kv::KvSequence& rows = slot.memart ? slot.memart->history() : *slot.seq;
+  auto saved = store_->Save(key, rows, slot.tokens, slot.text, slot.token_ends,
+                            ToPolicy(slot.memory));
+  *seconds = Since(t0);
+  return saved.status();
 }
 
 void AgentRuntime::EnforceBudget(const Slot* keep) {
@@ -337,12 +351,41 @@ void AgentRuntime::EnforceBudget(const Slot* keep) {
   }
 }
 
+Status AgentRuntime::CreateAgent(const store::AgentKey& key, const AgentMemory& memory) {
+  KVMEM_RETURN_IF_ERROR(store::ValidateAgentKey(key));
+  KVMEM_RETURN_IF_ERROR(ValidateAgentMemory(memory));
+  std::shared_ptr<Slot> slot = GetSlot(key);
+  Turn turn(*slot);
+  if ((slot->resident && (slot->n_tokens > 0 || slot->memart)) ||
+      (store_ != nullptr && store_->Contains(key))) {
+    return FailedPrecondition("agent '" + key.id + "' already exists");
+  }
+  slot->LockedDrop();  // resident but empty (a new agent's ConversationText)
+  {
+    std::lock_guard<std::mutex> l(slot->mu);
+    slot->memory = memory;
+    slot->created = true;
+  }
+  double seconds = 0;
+  Status st = Acquire(&key, *slot, &seconds).status();
+  slot->last_use_ms = NowUnixMs();
+  if (st.ok()) st = SaveSlot(key, *slot, &seconds);
+  if (!st.ok()) {
+    std::lock_guard<std::mutex> l(registry_mu_);
+    slots_.erase(SlotName(key));
+    return st;
+  }
+  slot->hot_bytes = static_cast<int64_t>(slot->pool->bytes_in_use());
+  EnforceBudget(slot.get());
+  return Status::Ok();
+}
+
 Result<std::string> AgentRuntime::ConversationText(const store::AgentKey& key) {
   KVMEM_RETURN_IF_ERROR(store::ValidateAgentKey(key));
   std::shared_ptr<Slot> slot = GetSlot(key);
   Turn turn(*slot);
   double load_seconds = 0;
-  slot->arrival = Acquire(&key, *slot, &load_seconds);
+  KVMEM_ASSIGN_OR_RETURN(slot->arrival, Acquire(&key, *slot, &load_seconds));
   if (slot->arrival == Tier::kMiss) slot->arrival = Tier::kHot;  // nothing cached yet
   return slot->text;
 }
@@ -360,12 +403,18 @@ Result<std::vector<AgentStatus>> AgentRuntime::List(const std::string& tenant) {
       s.tier = Tier::kWarm;
       s.formats = a.formats;
       s.last_use_unix_ms = a.last_use_unix_ms;
+      const Result<MemoryMode> mode = ParseMemoryMode(a.memory_mode);
+      s.mode = mode.ok() ? *mode : MemoryMode::kFull;
       by_id[a.key.id] = s;
     }
   }
   std::lock_guard<std::mutex> l(registry_mu_);
   for (auto& [name, slot] : slots_) {
-    if (slot->key.tenant != tenant || !slot->resident || slot->n_tokens == 0) continue;
+    if (slot->key.tenant != tenant || !slot->resident) continue;
+    // A full agent exists once its cache holds a turn; a retrieval one from its creation.
+    std::lock_guard<std::mutex> sl(slot->mu);
+    const bool retrieval = slot->memory.mode == MemoryMode::kRetrieval;
+    if (slot->n_tokens == 0 && !retrieval && !slot->created) continue;
     AgentStatus& s = by_id[slot->key.id];
     s.key = slot->key;
     s.tokens = slot->n_tokens;
@@ -373,6 +422,8 @@ Result<std::vector<AgentStatus>> AgentRuntime::List(const std::string& tenant) {
     s.tier = Tier::kHot;
     s.formats = options_.formats;
     s.last_use_unix_ms = slot->last_use_ms;
+    s.mode = slot->memory.mode;
+    s.last_turn = slot->last_turn;
   }
   std::vector<AgentStatus> out;
   for (auto& [id, s] : by_id) out.push_back(std::move(s));
@@ -399,8 +450,8 @@ Status AgentRuntime::Delete(const store::AgentKey& key) {
   bool found = false;
   if (slot) {
     Turn turn(*slot);  // after the turns already queued
-    found = slot->resident && slot->n_tokens > 0;
-    slot->Drop();
+    found = slot->resident && (slot->n_tokens > 0 || slot->memart);
+    slot->LockedDrop();
     slot->n_tokens = 0;
     std::lock_guard<std::mutex> l(registry_mu_);
     slots_.erase(SlotName(key));

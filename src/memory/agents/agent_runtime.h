@@ -6,6 +6,10 @@
 // stored tokens are kept (their ids, generated ones included, are never re-tokenized) and only
 // the rest of the prompt is prefilled.
 //
+// An agent's memory mode (memory_mode.h) is full unless CreateAgent chose retrieval: its rows
+// are then a MemArt history, each turn prefills only what its prompt adds and reads the history
+// blocks its attention retrieves; TurnResult::retrieval and AgentStatus::last_turn report them.
+//
 // Tiers: hot (resident in RAM, under a byte budget kept by evicting the least recently used idle
 // agents) and warm (only in the store). An agent evicted from RAM loses nothing.
 //
@@ -31,6 +35,7 @@
 #include "engine/sampler.h"
 #include "kv/kv_format.h"
 #include "kv/layer_chunks.h"
+#include "memory/agents/memory_mode.h"
 #include "memory/store/agent_id.h"
 #include "memory/store/agent_store.h"
 #include "memory/store/prefix_match.h"
@@ -51,6 +56,9 @@ struct AgentRuntimeOptions {
   // KV memory written once at start-up (Warmup) so the first agents' rows, loaded or computed,
   // land in touched pages; bounded by hot_budget_bytes.
   size_t prefault_bytes = size_t{256} << 20;
+  // Retrieval agents: history tokens kept at most (a turn is refused with ResourceExhausted
+  // when the history plus one context would pass it). 128K tokens of SmolLM2 at q8_0: 1.5 GiB.
+  int64_t max_history_tokens = int64_t{1} << 17;
 };
 
 enum class Tier { kMiss, kHot, kWarm };
@@ -76,6 +84,25 @@ struct TurnCallbacks {
   std::function<bool(std::string_view)> on_text;      // false: stop (client gone)
 };
 
+// A history block a retrieval turn read: history tokens [first_token, first_token + n_tokens),
+// the conversation text they spell, and in how many layers it was among the retrieved.
+struct RecalledBlock {
+  int64_t block = 0;
+  int64_t first_token = 0;
+  int64_t n_tokens = 0;
+  int layers = 0;
+  std::string text;
+};
+
+// What a retrieval turn read and computed.
+struct RetrievalTurn {
+  int64_t history_tokens = 0;   // in the memory when the turn began
+  int64_t retrieved_rows = 0;   // R: history rows placed before the query, per layer
+  int64_t prefill_tokens = 0;   // the query: what the prompt added to the conversation
+  int64_t kv_len_decode = 0;    // rows the first generated token reads (R + query)
+  std::vector<RecalledBlock> blocks;  // chronological
+};
+
 enum class TurnEnd { kEndOfTurn, kStopSequence, kLength, kCancelled };
 
 struct TurnResult {
@@ -85,7 +112,8 @@ struct TurnResult {
   std::string stop_sequence;
   double decode_seconds = 0;
   double save_seconds = 0;
-  int64_t kv_tokens = 0;  // rows the agent's cache holds after the turn
+  int64_t kv_tokens = 0;  // rows the agent's cache (retrieval: its history) holds after the turn
+  std::optional<RetrievalTurn> retrieval;  // retrieval agents
 };
 
 struct AgentStatus {
@@ -95,6 +123,8 @@ struct AgentStatus {
   Tier tier = Tier::kWarm;
   kv::KvFormats formats;
   int64_t last_use_unix_ms = 0;
+  MemoryMode mode = MemoryMode::kFull;
+  std::optional<RetrievalTurn> last_turn;  // retrieval agents, since they were last loaded
 };
 
 struct RuntimeStats {
@@ -125,6 +155,11 @@ class AgentRuntime {
   Result<TurnResult> RunTurn(const store::AgentKey* key, std::string_view prompt_text,
                              const TurnParams& params, const TurnCallbacks& callbacks);
 
+  // Creates an agent with the given memory before its first turn (an agent a turn names without
+  // one is created full). FailedPrecondition when the agent exists; InvalidArgument for a bad
+  // key or memory; the store's error when it cannot be persisted.
+  Status CreateAgent(const store::AgentKey& key, const AgentMemory& memory);
+
   // The rendered conversation the agent's cache holds ("" for a new agent), so a client that
   // keeps no history (kvmem chat) can extend it. Brings a stored agent into RAM.
   Result<std::string> ConversationText(const store::AgentKey& key);
@@ -144,10 +179,23 @@ class AgentRuntime {
   class Turn;
   std::shared_ptr<Slot> GetSlot(const store::AgentKey& key);
   // Brings the agent's cache into the slot (hot, else warm from the store, else empty).
-  Tier Acquire(const store::AgentKey* key, Slot& slot, double* load_seconds);
+  // Errors only for a retrieval agent whose stored memory cannot be used (kept on disk).
+  Result<Tier> Acquire(const store::AgentKey* key, Slot& slot, double* load_seconds);
+  // Retrieval agents: turns slot.seq (the history, empty or loaded) into slot.memart.
+  Status AdoptHistory(Slot& slot);
   // Keeps the stored tokens the new prompt can reuse; returns the ids to prefill.
   Result<std::vector<int32_t>> PlanPrompt(Slot& slot, std::string_view text, PromptStats* ps);
   Status Prefill(Slot& slot, std::span<const int32_t> ids, std::vector<float>* logits);
+  // A turn of a retrieval agent (agent_retrieval_turn.cpp).
+  Result<TurnResult> RunRetrievalTurn(Slot& slot, std::string_view prompt_text, const TurnParams& params,
+                                      const TurnCallbacks& callbacks, TurnResult r);
+  // Samples the reply from `logits` on, feeding each token to seq at next_position(); kept(id)
+  // after each token is in seq. Fills r's end, stop_sequence, completion_tokens.
+  Status DecodeReply(kv::KvSequence* seq, const std::function<int64_t()>& next_position,
+                     std::vector<float>* logits, std::vector<int32_t> history,
+                     const TurnParams& params, const TurnCallbacks& callbacks, TurnResult* r,
+                     const std::function<void(int32_t)>& kept);
+  Status SaveSlot(const store::AgentKey& key, const Slot& slot, double* seconds);
   void EnforceBudget(const Slot* keep);
   std::string_view Piece(int32_t id) const;
 

@@ -38,6 +38,36 @@ Result<std::unique_ptr<MemArtMemory>> MemArtMemory::Create(const model::Model& m
   return std::unique_ptr<MemArtMemory>(new MemArtMemory(model, pool, config));
 }
 
+Result<std::unique_ptr<MemArtMemory>> MemArtMemory::Restore(
+    const model::Model& model, kv::KvPool* pool, MemArtConfig config,
+    std::unique_ptr<kv::KvSequence> history) {
+  KVMEM_ASSIGN_OR_RETURN(std::unique_ptr<MemArtMemory> mem, Create(model, pool, config));
+  if (history->pool() != pool) return InvalidArgument("memart: the history is in another pool");
+  for (int l = 0; l < model.spec().n_layers; ++l) {
+    if (history->released_through(l) != kv::kNoPosition) {
+      return Corrupt("memart: the stored history released rows of layer " + std::to_string(l));
+    }
+  }
+  const int block_rows = pool->geometry().block_rows;
+  std::vector<kv::RowRef> rows;
+  rows.reserve(history->n_rows());
+  for (int64_t i = 0; i < history->n_rows(); ++i) {
+    const kv::RowRef row{history->blocks()[i / block_rows], static_cast<int32_t>(i % block_rows)};
+    if (pool->rotated_pos(row) != i) {
+      return Corrupt("memart: stored history row " + std::to_string(i) + " is at position " +
+                     std::to_string(pool->rotated_pos(row)));
+    }
+    rows.push_back(row);
+  }
+  history->set_window_release(false);
+  mem->history_ = std::move(history);
+  mem->history_rows_ = std::move(rows);
+  for (int64_t i = 0; i < static_cast<int64_t>(mem->history_rows_.size()); ++i) {
+    mem->IndexRow(mem->history_rows_[i], i);
+  }
+  return mem;
+}
+
 MemArtMemory::MemArtMemory(const model::Model& model, kv::KvPool* pool, MemArtConfig config)
     : model_(model),
       pool_(pool),
@@ -237,6 +267,21 @@ Status MemArtMemory::BeginTurn(std::span<const int32_t> tokens, ThreadPool* pool
   return Status::Ok();
 }
 
+void MemArtMemory::IndexRow(kv::RowRef row, int64_t pos) {
+  const model::ModelSpec& spec = model_.spec();
+  const int64_t block = pos / config_.block_size;
+  while (index_.n_blocks() <= block) index_.AddBlock();
+  std::vector<float> raw(spec.k_dim()), v(spec.v_dim());
+  for (int l = 0; l < spec.n_layers; ++l) {
+    // The box encloses the key as stored (rounded by the format), un-rotated.
+    pool_->ReadToken(row, l, raw.data(), v.data());
+    Rotate(raw.data(), spec, rope_[l], -pos);
+    for (int h = 0; h < spec.n_kv_heads; ++h) {
+      index_.Enclose(block, l, h, raw.data() + h * spec.head_dim_k, 1, spec.head_dim_k);
+    }
+  }
+}
+
 Status MemArtMemory::EndTurn(bool keep) {
   if (!in_turn_) return FailedPrecondition("memart: no open turn");
   in_turn_ = false;
@@ -257,24 +302,17 @@ Status MemArtMemory::EndTurn(bool keep) {
     if (!rows.ok()) {
       result = rows.status().WithContext("memart: history rows");
     } else {
-      std::vector<float> k(spec.k_dim()), v(spec.v_dim()), raw(spec.k_dim());
-      const int64_t bs = config_.block_size;
+      std::vector<float> k(spec.k_dim()), v(spec.v_dim());
       for (int64_t j = 0; j < n_new; ++j) {
         const int64_t pos = n0 + j;
-        while (index_.n_blocks() <= pos / bs) index_.AddBlock();
         const int64_t from = pool_->rotated_pos(turn[j]);
         for (int l = 0; l < spec.n_layers; ++l) {
           pool_->ReadToken(turn[j], l, k.data(), v.data());
           Rotate(k.data(), spec, rope_[l], pos - from);
           pool_->WriteToken((*rows)[j], l, k.data(), v.data());
-          // The box encloses the key as stored (rounded by the format), un-rotated.
-          pool_->ReadToken((*rows)[j], l, raw.data(), v.data());
-          Rotate(raw.data(), spec, rope_[l], -pos);
-          for (int h = 0; h < spec.n_kv_heads; ++h) {
-            index_.Enclose(pos / bs, l, h, raw.data() + h * spec.head_dim_k, 1, spec.head_dim_k);
-          }
         }
         pool_->set_rotated_pos((*rows)[j], pos);
+        IndexRow((*rows)[j], pos);
       }
       history_rows_.insert(history_rows_.end(), rows->begin(), rows->end());
     }

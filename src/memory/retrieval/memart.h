@@ -71,6 +71,13 @@ class MemArtMemory {
   // ValidateMemArtConfig(config).ok() and a per-row K format (not kivi4).
   static Result<std::unique_ptr<MemArtMemory>> Create(const model::Model& model, kv::KvPool* pool,
                                                       MemArtConfig config);
+  // A history saved from history() and loaded back (AgentStore::Load into a sequence of
+  // `pool`): its rows must sit at positions 0..N-1 in storage order. The block index is rebuilt
+  // from the stored keys the way EndTurn builds it, so it equals the index before the save.
+  // Corrupt when the sequence is not such a history.
+  static Result<std::unique_ptr<MemArtMemory>> Restore(const model::Model& model,
+                                                       kv::KvPool* pool, MemArtConfig config,
+                                                       std::unique_ptr<kv::KvSequence> history);
   ~MemArtMemory();
 
   const MemArtConfig& config() const { return config_; }
@@ -103,6 +110,8 @@ class MemArtMemory {
   int64_t BlockRows(int64_t block) const;
   // Copies the rows of `blocks` (ascending) into working rows [0, R) of `layer`.
   void PlaceLayer(int layer, const std::vector<int64_t>& blocks);
+  // Encloses history row `row` (at position pos) in its block's boxes, every layer.
+  void IndexRow(kv::RowRef row, int64_t pos);
   // Working rows [0, R) of `layer` in the view, at their original positions (coupled).
   void CoupleLayerView(int layer, const std::vector<int64_t>& blocks);
 

@@ -139,6 +139,7 @@ Status AgentStore::Load(const AgentKey& key, kv::KvSequence* seq, AgentRecord* o
   out->last_use_unix_ms = m->last_use_unix_ms;
   out->blocks = static_cast<int>(m->blocks.size());
   out->bytes_read = bytes_read;
+  out->memory = std::move(m->memory);
   return Status::Ok();
 }
 

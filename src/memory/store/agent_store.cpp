@@ -149,7 +149,8 @@ Result<AgentStore> AgentStore::Open(StoreOptions options) {
 
 Result<SaveStats> AgentStore::Save(const AgentKey& key, const kv::KvSequence& seq,
                                    std::span<const int32_t> tokens, std::string_view text,
-                                   std::span<const size_t> token_text_ends) {
+                                   std::span<const size_t> token_text_ends,
+                                   const MemoryPolicy& memory) {
   KVMEM_RETURN_IF_ERROR(ValidateAgentKey(key));
   const std::string where = "saving agent " + AgentLabel(key);
   if (static_cast<int64_t>(tokens.size()) != seq.n_rows()) {
@@ -188,6 +189,7 @@ Result<SaveStats> AgentStore::Save(const AgentKey& key, const kv::KvSequence& se
   m.tokens.assign(tokens.begin(), tokens.end());
   m.text = text;
   m.last_use_unix_ms = NowUnixMs();
+  m.memory = memory;
   SaveStats stats;
   for (size_t i = 0; i < seq.blocks().size(); ++i) {
     const int64_t first = static_cast<int64_t>(i) * block_rows;
@@ -220,6 +222,15 @@ Result<SaveStats> AgentStore::Save(const AgentKey& key, const kv::KvSequence& se
   return stats;
 }
 
+Result<MemoryPolicy> AgentStore::ReadMemoryPolicy(const AgentKey& key) const {
+  KVMEM_RETURN_IF_ERROR(ValidateAgentKey(key));
+  const std::string dir_name = AgentDirName(key);
+  std::shared_ptr<std::mutex> agent_mu = state_->AgentLock(dir_name);
+  std::lock_guard<std::mutex> agent_lock(*agent_mu);
+  KVMEM_ASSIGN_OR_RETURN(AgentManifest m, ReadManifest(state_->AgentDir(dir_name)));
+  return std::move(m.memory);
+}
+
 Result<std::vector<AgentInfo>> AgentStore::List() const {
   KVMEM_ASSIGN_OR_RETURN(std::vector<std::string> names, ListDir(state_->model_dir));
   std::vector<AgentInfo> out;
@@ -240,6 +251,7 @@ Result<std::vector<AgentInfo>> AgentStore::List() const {
       info.n_tokens = static_cast<int64_t>(m->tokens.size());
       info.formats = m->formats;
       info.last_use_unix_ms = m->last_use_unix_ms;
+      info.memory_mode = m->memory.mode;
     }
     Result<std::vector<std::string>> files = ListDir(dir);
     if (files.ok()) {

@@ -43,6 +43,7 @@
 #include "kv/kv_format.h"
 #include "kv/kv_sequence.h"
 #include "memory/store/agent_id.h"
+#include "memory/store/manifest.h"
 
 namespace kvmem::memory::store {
 
@@ -68,6 +69,7 @@ struct AgentRecord {
   int64_t last_use_unix_ms = 0;
   int blocks = 0;
   uint64_t bytes_read = 0;
+  MemoryPolicy memory;  // how the rows serve the agent's turns
 };
 
 struct AgentInfo {
@@ -76,6 +78,7 @@ struct AgentInfo {
   uint64_t bytes_on_disk = 0;  // manifest and block files
   kv::KvFormats formats;
   int64_t last_use_unix_ms = 0;
+  std::string memory_mode = "full";  // MemoryPolicy::mode
   Status status;  // not ok when the manifest could not be read (key and counts then unknown)
 };
 
@@ -91,14 +94,19 @@ class AgentStore {
   // Persists seq's rows. tokens (seq.n_rows()) are the ids of the rows in storage order; text is
   // the rendered prompt they came from. token_text_ends, when given (one per token: the byte
   // offset in text where the token's text ends), records each block's text span. The sequence's
-  // blocks must not be written during the call.
+  // blocks must not be written during the call. memory is recorded in the manifest.
   Result<SaveStats> Save(const AgentKey& key, const kv::KvSequence& seq,
                          std::span<const int32_t> tokens, std::string_view text,
-                         std::span<const size_t> token_text_ends = {});
+                         std::span<const size_t> token_text_ends = {},
+                         const MemoryPolicy& memory = {});
 
   // Loads the agent into seq, which must be empty and use a pool of the stored formats and
   // geometry. NotFound if the agent has no cache. On any error seq is left empty.
   Status Load(const AgentKey& key, kv::KvSequence* seq, AgentRecord* out);
+
+  // The memory policy in the agent's manifest, without reading its blocks. NotFound if the
+  // agent has no cache; the manifest's own errors otherwise.
+  Result<MemoryPolicy> ReadMemoryPolicy(const AgentKey& key) const;
 
   // Every agent of this model, sorted by tenant then id (unreadable ones last).
   Result<std::vector<AgentInfo>> List() const;

@@ -18,6 +18,7 @@ constexpr int64_t kMaxLayers = 1024;
 constexpr int64_t kMaxHeads = 1024;
 constexpr int64_t kMaxHeadDim = 4096;
 constexpr int64_t kMaxBlockRows = 1 << 16;
+constexpr int64_t kMaxPolicyValue = 1 << 20;  // memory settings (block size, top_k, ...)
 constexpr int64_t kI64Min = std::numeric_limits<int64_t>::min();
 constexpr int64_t kI64Max = std::numeric_limits<int64_t>::max();
 
@@ -117,6 +118,30 @@ Status CheckBlocks(const AgentManifest& m) {
   return Status::Ok();
 }
 
+Result<MemoryPolicy> ParseMemoryPolicy(const Json& j) {
+  KVMEM_ASSIGN_OR_RETURN(const Json* o, JsonObject(j, "memory", ""));
+  MemoryPolicy p;
+  KVMEM_ASSIGN_OR_RETURN(p.mode, JsonString(*o, "mode", "memory"));
+  if (p.mode != "full" && p.mode != "retrieval") {
+    return Corrupt("field 'memory.mode' is " + Quoted(p.mode) + ", expected 'full' or 'retrieval'");
+  }
+  if (p.mode == "full") return p;
+  auto small = [&](std::string_view key, int* out) -> Status {
+    KVMEM_ASSIGN_OR_RETURN(int64_t v, JsonInt(*o, key, "memory", 0, kMaxPolicyValue));
+    *out = static_cast<int>(v);
+    return Status::Ok();
+  };
+  KVMEM_RETURN_IF_ERROR(small("block_size", &p.block_size));
+  KVMEM_RETURN_IF_ERROR(small("top_k", &p.top_k));
+  KVMEM_RETURN_IF_ERROR(small("keep_first", &p.keep_first));
+  KVMEM_RETURN_IF_ERROR(small("keep_last", &p.keep_last));
+  KVMEM_ASSIGN_OR_RETURN(p.strategy, JsonString(*o, "strategy", "memory"));
+  if (p.strategy.empty() || p.strategy.size() > 64) {
+    return Corrupt("field 'memory.strategy' must be 1 to 64 characters");
+  }
+  return p;
+}
+
 }  // namespace
 
 std::string BlockFileName(std::string_view checksum) {
@@ -156,6 +181,11 @@ std::string ManifestToJson(const AgentManifest& m) {
   }
   j["blocks"] = std::move(blocks);
   j["last_use_unix_ms"] = m.last_use_unix_ms;
+  if (m.memory.mode != "full") {
+    j["memory"] = {{"mode", m.memory.mode},       {"block_size", m.memory.block_size},
+                   {"top_k", m.memory.top_k},     {"strategy", m.memory.strategy},
+                   {"keep_first", m.memory.keep_first}, {"keep_last", m.memory.keep_last}};
+  }
   return j.dump();
 }
 
@@ -224,6 +254,9 @@ Result<AgentManifest> ParseManifest(std::string_view text) {
   }
   KVMEM_RETURN_IF_ERROR(CheckBlocks(m));
   KVMEM_ASSIGN_OR_RETURN(m.last_use_unix_ms, JsonInt(j, "last_use_unix_ms", "", kI64Min, kI64Max));
+  if (j.contains("memory")) {
+    KVMEM_ASSIGN_OR_RETURN(m.memory, ParseMemoryPolicy(j));
+  }
   return m;
 }
 

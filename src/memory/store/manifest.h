@@ -13,7 +13,9 @@
 //    "text": "<rendered prompt>"            (or "text_hex" when the text is not valid UTF-8)
 //    "blocks": [{"file": "kv-<32 hex>.safetensors", "n_rows": 256, "first_pos": 0,
 //                "xxh3_128": "<32 hex>", "bytes": 123456, "released_layers": [0, 1]}, ...],
-//    "last_use_unix_ms": 1763700000000}
+//    "last_use_unix_ms": 1763700000000,
+//    "memory": {"mode": "retrieval", "block_size": 16, "top_k": 32, "strategy": "softmax-sum",
+//               "keep_first": 0, "keep_last": 0}}      (optional; absent = {"mode": "full"})
 //
 // ParseManifest checks the schema, the types and everything that needs no outside knowledge
 // (valid names, counts adding up, released layers only on leading whole blocks); comparing with
@@ -45,6 +47,20 @@ struct BlockEntry {
   std::vector<int> released_layers;  // ascending; stored as absent (sliding-window layers)
 };
 
+// How the agent's rows serve its turns (memory/agents/memory_mode.h): "full", the rows are the
+// conversation's KV cache; "retrieval", they are a MemArt history whose blocks each turn
+// retrieves from, with these settings. The settings are kept as given here (they are within
+// bounds); the runtime validates them as a MemArt configuration when it loads the agent.
+struct MemoryPolicy {
+  std::string mode = "full";
+  int block_size = 16;
+  int top_k = 32;
+  std::string strategy = "softmax-sum";
+  int keep_first = 0;
+  int keep_last = 0;
+  bool operator==(const MemoryPolicy&) const = default;
+};
+
 struct AgentManifest {
   AgentKey key;
   std::string model_fingerprint;
@@ -54,6 +70,7 @@ struct AgentManifest {
   std::string text;             // the rendered prompt the tokens came from (any bytes)
   std::vector<BlockEntry> blocks;
   int64_t last_use_unix_ms = 0;
+  MemoryPolicy memory;
 };
 
 // "kv-<checksum>.safetensors".

@@ -1,0 +1,138 @@
+// Turns of retrieval agents (memory_mode.h): the agent's rows are a MemArt history; a turn
+// prefills what its prompt adds to the conversation with per-layer retrieval, decodes on the
+// working rows, then appends prompt and reply to the history and saves it.
+#include <algorithm>
+#include <chrono>
+
+#include "engine/forward.h"
+#include "memory/agents/agent_runtime.h"
+#include "memory/agents/agent_slot.h"
+
+namespace kvmem::memory {
+namespace {
+
+double Since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// The text after the agent's conversation when the prompt continues it (a client that resends
+// the whole conversation), else the whole prompt (a client that sends only what is new).
+std::string_view QueryText(const std::string& history, std::string_view prompt,
+                           store::PrefixMatchKind* kind) {
+  const store::TextMatch m = store::MatchText(history, prompt);
+  *kind = m.kind;
+  if (history.empty() || !prompt.starts_with(history)) return prompt;
+  return prompt.substr(history.size());
+}
+
+}  // namespace
+
+Status AgentRuntime::AdoptHistory(Slot& slot) {
+  KVMEM_ASSIGN_OR_RETURN(slot.memart, MemArtMemory::Restore(model_, slot.pool.get(),
+                                                            slot.memory.retrieval,
+                                                            std::move(slot.seq)));
+  // Where each token's text ends: its piece lengths summed (within the stored text).
+  slot.token_ends.clear();
+  size_t end = 0;
+  for (int32_t id : slot.tokens) {
+    end = std::min(slot.text.size(), end + Piece(id).size());
+    slot.token_ends.push_back(end);
+  }
+  return Status::Ok();
+}
+
+Result<TurnResult> AgentRuntime::RunRetrievalTurn(Slot& slot, std::string_view prompt_text,
+                                                  const TurnParams& params,
+                                                  const TurnCallbacks& callbacks, TurnResult r) {
+  MemArtMemory& mem = *slot.memart;
+  const std::string_view query_text = QueryText(slot.text, prompt_text, &r.prompt.match);
+  if (query_text.empty()) {
+    return InvalidArgument("the prompt adds nothing to the agent's conversation");
+  }
+  const std::vector<int32_t> ids =
+      tok_.Encode(query_text, /*add_special=*/slot.tokens.empty(), /*parse_special=*/true);
+  if (ids.empty()) return InvalidArgument("the prompt is empty");
+  if (static_cast<int64_t>(ids.size()) >= n_ctx_) {
+    return OutOfRange("the new part of the prompt has " + std::to_string(ids.size()) +
+                      " tokens; the context holds " + std::to_string(n_ctx_));
+  }
+  if (mem.history_rows() + n_ctx_ > options_.max_history_tokens) {
+    return ResourceExhausted("the agent's memory holds " + std::to_string(mem.history_rows()) +
+                             " tokens; this server keeps at most " +
+                             std::to_string(options_.max_history_tokens) +
+                             " (with one context of room for the turn)");
+  }
+
+  auto t0 = std::chrono::steady_clock::now();
+  RetrievalReport rep;
+  std::vector<float> logits;
+  {
+    std::lock_guard<std::mutex> l(compute_mu_);
+    KVMEM_RETURN_IF_ERROR(mem.BeginTurn(std::span(ids).first(ids.size() - 1), threads_, &rep));
+    Status st = mem.working()->n_rows() + 1 >= n_ctx_
+                    ? OutOfRange("the retrieved history (" + std::to_string(rep.retrieved_rows) +
+                                 " rows) and the prompt's " + std::to_string(ids.size()) +
+                                 " new tokens do not fit the context of " +
+                                 std::to_string(n_ctx_))
+                    : engine::Forward(model_, threads_, mem.working(), std::span(ids).last(1),
+                                      mem.next_position(), false, &logits);
+    if (!st.ok()) {
+      (void)mem.EndTurn(/*keep=*/false);
+      return st;
+    }
+  }
+  RetrievalTurn info;
+  info.history_tokens = rep.history_rows;
+  info.retrieved_rows = rep.retrieved_rows;
+  info.prefill_tokens = static_cast<int64_t>(ids.size());
+  info.kv_len_decode = mem.working()->n_rows();
+  const int64_t bs = mem.config().block_size;
+  for (const auto& [block, layers] : rep.BlockVotes()) {
+    RecalledBlock b;
+    b.block = block;
+    b.first_token = block * bs;
+    b.n_tokens = std::min(bs, rep.history_rows - b.first_token);
+    b.layers = layers;
+    const size_t from = b.first_token == 0 ? 0 : slot.token_ends[b.first_token - 1];
+    b.text = slot.text.substr(from, slot.token_ends[b.first_token + b.n_tokens - 1] - from);
+    info.blocks.push_back(std::move(b));
+  }
+  r.prompt.prompt_tokens = rep.retrieved_rows + info.prefill_tokens;
+  r.prompt.cached_tokens = rep.retrieved_rows;
+  r.prompt.prefill_seconds = Since(t0);
+  if (callbacks.on_prompt) callbacks.on_prompt(r.prompt);
+
+  // The turn's tokens and text as they join the history: the query, then each kept reply token.
+  std::vector<int32_t> turn_tokens = ids;
+  std::string turn_text(query_text);
+  std::vector<size_t> turn_ends;
+  size_t end = slot.text.size();
+  for (int32_t id : ids) {
+    end = std::min(slot.text.size() + turn_text.size(), end + Piece(id).size());
+    turn_ends.push_back(end);
+  }
+  std::vector<int32_t> history = slot.tokens;
+  history.insert(history.end(), ids.begin(), ids.end());
+  Status decoded = DecodeReply(
+      mem.working(), [&mem] { return mem.next_position(); }, &logits, std::move(history), params,
+      callbacks, &r, [&](int32_t t) {
+        turn_tokens.push_back(t);
+        turn_text.append(Piece(t));
+        turn_ends.push_back(slot.text.size() + turn_text.size());
+      });
+  if (!decoded.ok()) {
+    (void)mem.EndTurn(/*keep=*/false);
+    return decoded;
+  }
+  KVMEM_RETURN_IF_ERROR(mem.EndTurn(/*keep=*/true));
+  slot.tokens.insert(slot.tokens.end(), turn_tokens.begin(), turn_tokens.end());
+  slot.text += turn_text;
+  slot.token_ends.insert(slot.token_ends.end(), turn_ends.begin(), turn_ends.end());
+  r.kv_tokens = mem.history_rows();
+  r.retrieval = info;
+  std::lock_guard<std::mutex> l(slot.mu);
+  slot.last_turn = std::move(info);
+  return r;
+}
+
+}  // namespace kvmem::memory
