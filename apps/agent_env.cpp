@@ -43,6 +43,10 @@ void AddAgentEnvOptions(CLI::App* cmd, AgentEnvOptions* o) {
                   "RAM for resident agent caches (MiB); least recently used agents beyond it "
                   "are evicted to the store")
       ->capture_default_str();
+  cmd->add_option("--max-history", o->max_history_tokens,
+                  "retrieval agents: history tokens kept at most")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   cmd->add_option("--prefault-mib", o->prefault_mib,
                   "KV memory (MiB) written at start-up, so the first agents loaded or computed "
                   "land in touched pages (kvmem serve)")
@@ -79,6 +83,7 @@ Result<std::unique_ptr<AgentEnv>> OpenAgentEnv(const AgentEnvOptions& o, bool wi
   ro.n_ctx = o.n_ctx;
   ro.hot_budget_bytes = static_cast<size_t>(std::max<int64_t>(o.hot_budget_mib, 1)) << 20;
   ro.prefault_bytes = static_cast<size_t>(std::max<int64_t>(o.prefault_mib, 0)) << 20;
+  ro.max_history_tokens = o.max_history_tokens;
   env->runtime = std::make_unique<memory::AgentRuntime>(
       *env->model, *env->tok, env->threads.get(), env->store ? &*env->store : nullptr, ro);
   return env;

@@ -26,9 +26,11 @@ struct AgentEnvOptions {
   int64_t n_ctx = 0;              // per agent; 0: the model's training context
   int64_t hot_budget_mib = 2048;
   int64_t prefault_mib = 256;  // KV memory written at start-up (kvmem serve)
+  int64_t max_history_tokens = int64_t{1} << 17;  // retrieval agents' history bound
 };
 
-// Adds -m, --store, --no-store, --kv-format, -t, -c, --hot-mib, --prefault-mib to a subcommand.
+// Adds -m, --store, --no-store, --kv-format, -t, -c, --hot-mib, --max-history, --prefault-mib
+// to a subcommand.
 void AddAgentEnvOptions(CLI::App* cmd, AgentEnvOptions* o);
 
 struct AgentEnv {

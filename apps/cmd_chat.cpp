@@ -2,6 +2,10 @@
 // store, so it persists across runs of the program (no server needed; the same agent is
 // reachable through `kvmem serve` as tenant "default"). Each turn extends the conversation text
 // the cache holds, so only the new user message and the template's markers are prefilled.
+// --memory retrieval creates the agent with a MemArt memory (memory/agents/memory_mode.h): each
+// turn then reads only the history blocks its attention retrieves, so the conversation can grow
+// past the context; --show-recall prints what each turn recalled.
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -25,7 +29,57 @@ struct ChatOptions {
   int n_predict = 256;
   float temperature = 0.7f;
   int64_t seed = -1;
+  std::string memory = "full";  // for a new agent: full or retrieval
+  memory::MemArtConfig retrieval;
+  std::string strategy = "softmax-sum";
+  bool show_recall = false;
 };
+
+// Creates the agent with the chosen memory when it does not exist yet; an existing agent keeps
+// the mode it was created with (said on stderr when it differs).
+Status PrepareAgent(memory::AgentRuntime& rt, const memory::store::AgentKey& key,
+                    const ChatOptions& o) {
+  KVMEM_ASSIGN_OR_RETURN(memory::MemoryMode mode, memory::ParseMemoryMode(o.memory));
+  auto existing = rt.Get(key);
+  if (existing.ok()) {
+    if (existing->mode != mode) {
+      std::fprintf(stderr, "kvmem chat: agent '%s' exists with %s memory; --memory %s ignored\n",
+                   key.id.c_str(), memory::MemoryModeName(existing->mode), o.memory.c_str());
+    }
+    return Status::Ok();
+  }
+  if (existing.status().code() != ErrorCode::kNotFound) return existing.status();
+  if (mode == memory::MemoryMode::kFull) return Status::Ok();  // created by its first turn
+  memory::AgentMemory m;
+  m.mode = mode;
+  m.retrieval = o.retrieval;
+  KVMEM_ASSIGN_OR_RETURN(m.retrieval.strategy, memory::ParseStrategy(o.strategy));
+  return rt.CreateAgent(key, m);
+}
+
+// What a retrieval turn read, on stderr: counts, and with --show-recall the blocks most layers
+// retrieved.
+void PrintRecall(const memory::RetrievalTurn& t, bool show_recall) {
+  std::fprintf(stderr,
+               "[retrieval: %lld history rows read of %lld (%zu blocks), %lld new tokens "
+               "prefilled, KV at decode %lld]\n",
+               static_cast<long long>(t.retrieved_rows), static_cast<long long>(t.history_tokens),
+               t.blocks.size(), static_cast<long long>(t.prefill_tokens),
+               static_cast<long long>(t.kv_len_decode));
+  if (!show_recall) return;
+  std::vector<memory::RecalledBlock> top = t.blocks;
+  std::stable_sort(top.begin(), top.end(), [](const auto& a, const auto& b) {
+    return a.layers > b.layers;
+  });
+  top.resize(std::min<size_t>(top.size(), 8));
+  for (const memory::RecalledBlock& b : top) {
+    std::string text = b.text;
+    std::replace(text.begin(), text.end(), '\n', ' ');
+    std::fprintf(stderr, "  block %lld (tokens %lld-%lld, %d layers): %s\n",
+                 static_cast<long long>(b.block), static_cast<long long>(b.first_token),
+                 static_cast<long long>(b.first_token + b.n_tokens - 1), b.layers, text.c_str());
+  }
+}
 
 // What the template appends after an assistant reply to add a user turn and open the next reply,
 // found by rendering a conversation with and without that turn (the supported templates render
@@ -51,6 +105,7 @@ int Run(const ChatOptions& o) {
   const memory::store::AgentKey key{o.tenant, o.agent};
   Status valid = memory::store::ValidateAgentKey(key);
   if (!valid.ok()) return Fail(valid);
+  if (Status st = PrepareAgent(*env.runtime, key, o); !st.ok()) return Fail(st);
   std::fprintf(stderr,
                "kvmem chat: agent '%s' (%s) | /forget erases its memory, /exit or Ctrl-D ends\n",
                o.agent.c_str(), env.store ? env.store->AgentDir(key).c_str() : "not persisted");
@@ -101,6 +156,7 @@ int Run(const ChatOptions& o) {
                  static_cast<long long>(t.prompt.prompt_tokens), 1e3 * t.prompt.prefill_seconds,
                  static_cast<long long>(t.completion_tokens),
                  t.completion_tokens / std::max(t.decode_seconds, 1e-9), 1e3 * t.save_seconds);
+    if (t.retrieval) PrintRecall(*t.retrieval, o.show_recall);
   }
   return 0;
 }
@@ -120,6 +176,22 @@ void AddChatCommand(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--temp", o->temperature, "temperature (0: greedy)")->capture_default_str();
   cmd->add_option("--seed", o->seed, "sampling seed");
+  cmd->add_option("--memory", o->memory,
+                  "memory of a new agent: full (its KV cache) or retrieval (MemArt blocks)")
+      ->check(CLI::IsMember({"full", "retrieval"}))
+      ->capture_default_str();
+  cmd->add_option("--block-size", o->retrieval.block_size, "retrieval: tokens per block (8/16/32)")
+      ->capture_default_str();
+  cmd->add_option("--top-k", o->retrieval.top_k, "retrieval: blocks read per layer")
+      ->capture_default_str();
+  cmd->add_option("--strategy", o->strategy,
+                  "retrieval: softmax-sum, softmax-max, rr-sum, rr-max (-centre variants too)")
+      ->capture_default_str();
+  cmd->add_option("--keep-first", o->retrieval.keep_first,
+                  "retrieval: first history tokens always read (a system prompt)");
+  cmd->add_option("--keep-last", o->retrieval.keep_last,
+                  "retrieval: most recent history tokens always read");
+  cmd->add_flag("--show-recall", o->show_recall, "retrieval: print the blocks each turn read");
   cmd->callback([o] { throw CLI::RuntimeError(Run(*o)); });
 }
 
