@@ -10,10 +10,14 @@
 // Pass 1 prefetches K and V rows kPrefetchRows ahead, across tiles: a tile's rows come from one
 // 256-row pool block, a stream too short for the hardware prefetcher, and at depth the kernel
 // waits on memory as much as it computes (bench/README.md).
-// A q8_0 row converts exactly (an f16 scale times an int8 fits f32's mantissa), so q stays f32
-// and, unlike the per-head kernels, carries no quantization error. Queries go through in passes
-// of at most kMaxPass (registers); a larger group converts its rows once per pass. Requires
-// head_dim % 16 == 0 (% 32 for q8_0) and head_dim <= kAttendStackDim.
+// q8_0 K with head_dim % 64 == 0 is scored as the per-head kernels and ggml score it: q quantized
+// to Q8_0 (the AVX2 quantizer), integer dot products per block (VNNI: K bytes made unsigned,
+// the offset taken back by the accumulator's start value), the block sums of 16 rows reduced
+// by the same shuffle tree stopped before its last fold (which would add the two blocks), then
+// scaled by d_k * d_q. Other layouts convert K rows to f32 and keep q exact (a q8_0 row converts
+// exactly: an f16 scale times an int8 fits f32's mantissa). Queries go through in passes of at
+// most kMaxPass (registers); a larger group reads its rows once per pass. Requires head_dim % 16
+// == 0 (% 32 for q8_0) and head_dim <= kAttendStackDim.
 #if defined(__x86_64__)
 
 // GCC 12's AVX-512 intrinsics start from _mm512_undefined_*() and trip -Wmaybe-uninitialized.
@@ -26,6 +30,8 @@
 #include <cstring>
 
 #include "kernels/attention_internal.h"
+#include "kernels/quant_blocks.h"
+#include "kernels/quant_internal.h"
 
 namespace kvmem::kernels {
 namespace {
@@ -36,6 +42,12 @@ constexpr int kMaxPass = 4;        // queries per pass
 constexpr int kPrefetchRows = 16;  // 8 and 32 measured the same
 constexpr int kQ8Block = 34;       // ggml Q8_0: f16 scale, 32 int8 codes
 constexpr int kMaxScales = kAttendStackDim / 32;  // q8_0 blocks per row
+constexpr int kMaxPairs = kAttendStackDim / 64;   // 64-dimension pairs of q8_0 blocks per row
+
+// Integer scoring of q8_0 K (head_dim % 64 == 0): it takes 64 dimensions (two blocks) per VNNI
+// instruction.
+template <int kDim, bool kKQ8>
+constexpr bool kIntScores = kKQ8 && kDim > 0 && kDim % 64 == 0;
 
 // exp(x) per lane: vec_math_avx2.h's Exp (same constants, same steps) on 16 lanes, so both give
 // the same bits.
@@ -86,6 +98,61 @@ inline __m512 Hsum16(const __m512 v[16]) {
                        _mm512_shuffle_f32x4(c[0], c[1], 0xDD));
 }
 
+// The int32 form of Hsum16, stopped before its last fold: lo lane r = the sum of lanes 0-7 of
+// v[r], hi lane r = the sum of lanes 8-15 (a q8_0 row's two blocks of one 64-dimension pair).
+inline void HsumHalves16(const __m512i v[16], __m512i* lo, __m512i* hi) {
+  __m512i a[8], b[4], c[2];
+  for (int i = 0; i < 8; ++i) {
+    a[i] = _mm512_add_epi32(_mm512_unpacklo_epi32(v[2 * i], v[2 * i + 1]),
+                            _mm512_unpackhi_epi32(v[2 * i], v[2 * i + 1]));
+  }
+  for (int i = 0; i < 4; ++i) {
+    const __m512 x = _mm512_castsi512_ps(a[2 * i]), y = _mm512_castsi512_ps(a[2 * i + 1]);
+    b[i] = _mm512_add_epi32(_mm512_castps_si512(_mm512_shuffle_ps(x, y, 0x44)),
+                            _mm512_castps_si512(_mm512_shuffle_ps(x, y, 0xEE)));
+  }
+  for (int i = 0; i < 2; ++i) {
+    c[i] = _mm512_add_epi32(_mm512_shuffle_i32x4(b[2 * i], b[2 * i + 1], 0x88),
+                            _mm512_shuffle_i32x4(b[2 * i], b[2 * i + 1], 0xDD));
+  }
+  // c[i] = (lanes 0-7 of v[8i..8i+3], lanes 8-15 of them, the same of v[8i+4..8i+7]).
+  *lo = _mm512_shuffle_i32x4(c[0], c[1], 0x88);
+  *hi = _mm512_shuffle_i32x4(c[0], c[1], 0xDD);
+}
+
+// A query quantized to Q8_0 for integer scoring: per 64-dimension pair its 64 codes and the
+// start value of each int32 lane, -128 times the sum of the lane's four codes, which takes back
+// the +128 that makes K's codes unsigned for vpdpbusd; per block d_q times the attention scale.
+struct IntQuery {
+  alignas(64) int8_t codes[kMaxPairs][64];
+  alignas(64) int32_t start[kMaxPairs][16];
+  float dq[kMaxScales];
+};
+
+void QuantizeQuery(const float* q, int hd, float scale, IntQuery* out) {
+  BlockQ8_0 blocks[kMaxScales];
+  avx2::FromFloatQ8_0(q, blocks, hd);
+  for (int b = 0; b < hd / 32; ++b) {
+    std::memcpy(&out->codes[b / 2][32 * (b % 2)], blocks[b].qs, 32);
+    out->dq[b] = _cvtsh_ss(blocks[b].d) * scale;
+  }
+  const __m512i offset = _mm512_set1_epi8(static_cast<char>(0x80));
+  for (int p = 0; p < hd / 64; ++p) {
+    const __m512i c = _mm512_load_si512(out->codes[p]);
+    const __m512i sum = _mm512_dpbusd_epi32(_mm512_setzero_si512(), offset, c);
+    _mm512_store_si512(out->start[p], _mm512_sub_epi32(_mm512_setzero_si512(), sum));
+  }
+}
+
+// The 64 codes of pair p of a q8_0 row as unsigned bytes (code + 128).
+inline __m512i PairCodes(const uint8_t* row, int p) {
+  const uint8_t* blk = row + 2 * p * kQ8Block + 2;
+  const __m512i c = _mm512_inserti64x4(
+      _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk))),
+      _mm256_loadu_si256(reinterpret_cast<const __m256i*>(blk + kQ8Block)), 1);
+  return _mm512_xor_si512(c, _mm512_set1_epi8(static_cast<char>(0x80)));
+}
+
 // Dimensions d .. d+15 of a row as f32: f16 converted, or q8_0 codes (the caller applies the
 // block's scale).
 template <bool kQ8>
@@ -126,12 +193,68 @@ struct Tile {
   alignas(64) float w[kMaxPass][2][kTile];
 };
 
+// Pass 1 for q8_0 K scored in integers (kIntScores): as Scores below, with q_g quantized.
+template <int kDim, bool kVQ8, int kG>
+void IntScores(const IntQuery* iq, Tile* t, float* max) {
+  constexpr int kPairs = kDim / 64;
+  const int v_bytes = kVQ8 ? kDim / 32 * kQ8Block : 2 * kDim;
+  __m512 vmax[kG];
+  for (int g = 0; g < kG; ++g) vmax[g] = _mm512_set1_ps(-INFINITY);
+  for (int r0 = 0; r0 < t->n; r0 += 16) {
+    alignas(32) uint16_t dk[2 * kPairs][16];  // the rows' K block scales (f16)
+    __m512 s[kG];
+    for (int g = 0; g < kG; ++g) s[g] = _mm512_setzero_ps();
+    for (int p = 0; p < kPairs; ++p) {
+      __m512i dots[kG][16];
+      for (int r = 0; r < 16; ++r) {
+        const int row = std::min(r0 + r, t->n - 1);  // past n: repeat the last row (masked below)
+        const uint8_t* k = t->k[row];
+        if (p == 0) {
+          const int ahead = std::min(r0 + r + kPrefetchRows, t->n_ahead - 1);
+          Prefetch(t->k[ahead], kDim / 32 * kQ8Block);
+          Prefetch(t->v[ahead], v_bytes);
+          for (int b = 0; kVQ8 && b < kDim / 32; ++b) {
+            t->v_scales[b][r0 + r] = RowScale(t->v[row], b);
+          }
+        }
+        std::memcpy(&dk[2 * p][r], k + 2 * p * kQ8Block, 2);
+        std::memcpy(&dk[2 * p + 1][r], k + (2 * p + 1) * kQ8Block, 2);
+        const __m512i kc = PairCodes(k, p);
+        for (int g = 0; g < kG; ++g) {
+          dots[g][r] = _mm512_dpbusd_epi32(_mm512_load_si512(iq[g].start[p]), kc,
+                                           _mm512_load_si512(iq[g].codes[p]));
+        }
+      }
+      const __m512 dk0 = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<__m256i*>(dk[2 * p])));
+      const __m512 dk1 =
+          _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<__m256i*>(dk[2 * p + 1])));
+      for (int g = 0; g < kG; ++g) {
+        __m512i lo, hi;
+        HsumHalves16(dots[g], &lo, &hi);
+        s[g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(lo),
+                               _mm512_mul_ps(dk0, _mm512_set1_ps(iq[g].dq[2 * p])), s[g]);
+        s[g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi),
+                               _mm512_mul_ps(dk1, _mm512_set1_ps(iq[g].dq[2 * p + 1])), s[g]);
+      }
+    }
+    const int live_rows = std::min(16, t->n - r0);
+    const __mmask16 live = static_cast<__mmask16>((1u << live_rows) - 1);
+    for (int g = 0; g < kG; ++g) {
+      const __m512 sg = _mm512_mask_blend_ps(live, _mm512_set1_ps(-INFINITY), s[g]);
+      _mm512_store_ps(&t->s[g][r0], sg);
+      vmax[g] = _mm512_max_ps(vmax[g], sg);
+    }
+  }
+  for (int g = 0; g < kG; ++g) max[g] = _mm512_reduce_max_ps(vmax[g]);
+}
+
 // Pass 1: t->s[g][r] = q_g . k_r (q pre-scaled) for the tile's rows, -inf past n; returns each
 // query's maximum in max[g]. Also reads the V rows' scales (q8_0), so that the V rows' first
 // cache lines are loaded while the K rows are scored rather than stalling pass 2.
 template <int kDim, bool kKQ8, bool kVQ8, int kG>
-void Scores(const float* q, int head_dim, Tile* t, float* max) {
+void Scores(const float* q, const IntQuery* iq, int head_dim, Tile* t, float* max) {
   const int hd = kDim > 0 ? kDim : head_dim;
+  if constexpr (kIntScores<kDim, kKQ8>) return IntScores<kDim, kVQ8, kG>(iq, t, max);
   const int nb = hd / 32;
   const int k_bytes = kKQ8 ? nb * kQ8Block : 2 * hd, v_bytes = kVQ8 ? nb * kQ8Block : 2 * hd;
   __m512 vmax[kG];
@@ -237,7 +360,12 @@ void AttendPass(const float* q, int head_dim, const KvSpan* spans, int n_spans, 
                 float* acc, float* m, float* l) {
   const int hd = kDim > 0 ? kDim : head_dim;
   alignas(64) float qs[kMaxPass * kAttendStackDim];
-  for (int i = 0; i < kG * hd; ++i) qs[i] = q[i] * scale;
+  IntQuery iq[kIntScores<kDim, kKQ8> ? kG : 1];
+  if constexpr (kIntScores<kDim, kKQ8>) {
+    for (int g = 0; g < kG; ++g) QuantizeQuery(q + g * hd, hd, scale, &iq[g]);
+  } else {
+    for (int i = 0; i < kG * hd; ++i) qs[i] = q[i] * scale;
+  }
   for (int g = 0; g < kG; ++g) {
     m[g] = -INFINITY;
     l[g] = 0.0f;
@@ -252,7 +380,7 @@ void AttendPass(const float* q, int head_dim, const KvSpan* spans, int n_spans, 
                                 t.n = std::min(kTile, n - i);
                                 t.n_ahead = n - i;
                                 float tile_max[kG];
-                                Scores<kDim, kKQ8, kVQ8, kG>(qs, hd, &t, tile_max);
+                                Scores<kDim, kKQ8, kVQ8, kG>(qs, iq, hd, &t, tile_max);
                                 SoftmaxAndValues<kDim, kVQ8, kG>(hd, &t, tile_max, acc, m, l);
                               }
                             });

@@ -95,10 +95,13 @@ inline void ForEachRowBlock(const KvSpan* spans, int n_spans, Fn&& block) {
   const uint8_t* v[kBlock];
   int n = 0;
   for (int s = 0; s < n_spans; ++s) {
-    const KvSpan& sp = spans[s];
-    for (int64_t j = 0; j < sp.n_rows; ++j) {
-      k[n] = sp.k + j * sp.k_stride;
-      v[n] = sp.v + j * sp.v_stride;
+    // Locals, so the loop does not reload the span after every call of `block`.
+    const uint8_t* kp = spans[s].k;
+    const uint8_t* vp = spans[s].v;
+    const int64_t k_stride = spans[s].k_stride, v_stride = spans[s].v_stride;
+    for (int64_t j = spans[s].n_rows; j > 0; --j, kp += k_stride, vp += v_stride) {
+      k[n] = kp;
+      v[n] = vp;
       if (++n == kBlock) {
         block(k, v, n);
         n = 0;
