@@ -40,45 +40,51 @@ def say(url, text, agent):
 
 
 class RetrievalAgentTest(unittest.TestCase):
+    def first_life(self, srv):
+        """Creates the agent and talks past the context; returns its final GET /v1/agents."""
+        body = json.dumps({"id": "ada", "memory": "retrieval",
+                           "retrieval": {"top_k": TOP_K, "block_size": BLOCK}})
+        status, text = srv.request("POST", "/v1/agents", body,
+                                   {"Content-Type": "application/json"})
+        self.assertEqual(status, 200, text)
+        self.assertEqual(json.loads(text)["memory_mode"], "retrieval")
+        self.assertEqual(srv.request("POST", "/v1/agents", body)[0], 409)
+
+        for fact in FACTS:
+            r = say(srv.url, fact, "ada")
+            self.assertTrue(r.choices[0].message.content)
+        status, text = srv.get("/v1/agents/ada")
+        self.assertEqual(status, 200, text)
+        agent = json.loads(text)
+        turn = agent["last_turn"]
+        self.assertGreater(agent["cached_tokens"], 512)  # the history, past the context
+        self.assertEqual(turn["history_tokens"] + turn["prefill_tokens"] +
+                         r.usage.completion_tokens - 1, agent["cached_tokens"])
+        # Each turn reads at most top_k blocks plus the newest partial one, per layer.
+        self.assertLessEqual(turn["retrieved_rows"], (TOP_K + 1) * BLOCK)
+        self.assertEqual(turn["kv_len_decode"], turn["retrieved_rows"] + turn["prefill_tokens"])
+        self.assertEqual(r.usage.prompt_tokens_details.cached_tokens, turn["retrieved_rows"])
+        self.assertLess(turn["prefill_tokens"], 60)  # one message and the template
+        self.assertGreaterEqual(len(turn["blocks"]), TOP_K)
+        for b in turn["blocks"]:
+            self.assertEqual(b["first_token"], b["block"] * BLOCK)
+            self.assertTrue(1 <= b["n_tokens"] <= BLOCK and b["text"], b)
+            self.assertTrue(1 <= b["layers"] <= 30, b)
+
+        # The same conversation as one prompt does not fit a full agent's context.
+        whole = " ".join(FACTS * 5)
+        with self.assertRaises(openai.BadRequestError):
+            say(srv.url, whole, "full-agent")
+        return agent
+
     def test_history_outgrows_the_context_and_survives_a_restart(self):
         server_util.skip_without_model()
         with tempfile.TemporaryDirectory() as store:
             srv = server_util.Server(store, ctx=512)
-            body = json.dumps({"id": "ada", "memory": "retrieval",
-                               "retrieval": {"top_k": TOP_K, "block_size": BLOCK}})
-            status, text = srv.request("POST", "/v1/agents", body,
-                                       {"Content-Type": "application/json"})
-            self.assertEqual(status, 200, text)
-            self.assertEqual(json.loads(text)["memory_mode"], "retrieval")
-            self.assertEqual(srv.request("POST", "/v1/agents", body)[0], 409)
-
-            for fact in FACTS:
-                r = say(srv.url, fact, "ada")
-                self.assertTrue(r.choices[0].message.content)
-            status, text = srv.get("/v1/agents/ada")
-            self.assertEqual(status, 200, text)
-            agent = json.loads(text)
-            turn = agent["last_turn"]
-            self.assertGreater(agent["cached_tokens"], 512)  # the history, past the context
-            self.assertEqual(turn["history_tokens"] + turn["prefill_tokens"] +
-                             r.usage.completion_tokens - 1, agent["cached_tokens"])
-            # Each turn reads at most top_k blocks plus the newest partial one, per layer.
-            self.assertLessEqual(turn["retrieved_rows"], (TOP_K + 1) * BLOCK)
-            self.assertEqual(turn["kv_len_decode"], turn["retrieved_rows"] + turn["prefill_tokens"])
-            self.assertEqual(r.usage.prompt_tokens_details.cached_tokens, turn["retrieved_rows"])
-            self.assertLess(turn["prefill_tokens"], 60)  # one message and the template
-            self.assertGreaterEqual(len(turn["blocks"]), TOP_K)
-            for b in turn["blocks"]:
-                self.assertEqual(b["first_token"], b["block"] * BLOCK)
-                self.assertTrue(1 <= b["n_tokens"] <= BLOCK and b["text"], b)
-                self.assertTrue(1 <= b["layers"] <= 30, b)
-
-            # The same conversation as one prompt does not fit a full agent's context.
-            whole = " ".join(FACTS * 5)
-            with self.assertRaises(openai.BadRequestError):
-                say(srv.url, whole, "full-agent")
-
-            srv.kill()
+            try:
+                agent = self.first_life(srv)
+            finally:
+                srv.kill()
             with server_util.Server(store, ctx=512) as again:
                 status, text = again.get("/v1/agents/ada")
                 self.assertEqual(status, 200, text)
