@@ -1,8 +1,9 @@
 // `kvmem eval locomo`: question answering over LoCoMo conversations held as agent memory
-// (eval/locomo_qa.h): full context, MemArt block retrieval, and BM25 and embedding plaintext
-// retrieval, with F1, BLEU-1, evidence recall, answer NLL, prefill tokens, KV length at decode
-// and latency per method, overall and per category. A markdown table on stdout, --json OUT for
-// the plot script (scripts/plot_locomo.py), progress on stderr.
+// (eval/locomo_qa.h): full context, MemArt block retrieval, BM25 and embedding plaintext
+// retrieval, and H2O heavy-hitter eviction at a decode KV budget, with F1, BLEU-1, evidence recall,
+// answer NLL, prefill tokens, KV length at decode and latency per method, overall and per category.
+// A markdown table on stdout, --json OUT for the plot script (scripts/plot_locomo.py), progress on
+// stderr.
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
@@ -162,12 +163,13 @@ void AddEvalLocomoCommand(CLI::App& eval) {
   auto o = std::make_shared<LocomoOptions>();
   CLI::App* cmd = eval.add_subcommand(
       "locomo",
-      "LoCoMo QA over agent memory: full context, MemArt retrieval, BM25 and embedding turns");
+      "LoCoMo QA over agent memory: full context, MemArt retrieval, BM25 and embedding turns, "
+      "H2O eviction");
   cmd->add_option("-m,--model", o->model, "GGUF model (default: the installed SmolLM2)");
   cmd->add_option("--data", o->data,
                   "LoCoMo .json files or directories (default: $KVMEM_DATA/locomo, else "
                   "../shared/data/locomo)");
-  cmd->add_option("--methods", o->sweep.names, "full, memart, memart-coupled, bm25, embed")
+  cmd->add_option("--methods", o->sweep.names, "full, memart, memart-coupled, bm25, embed, h2o")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--k", o->sweep.top_k, "MemArt blocks retrieved per layer (a sweep)")
@@ -189,6 +191,12 @@ void AddEvalLocomoCommand(CLI::App& eval) {
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--embed-k", o->sweep.embed_k, "embed: turns re-inserted (a sweep)")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--h2o-budget", o->sweep.h2o_budget,
+                  "H2O: history rows kept per layer and KV head, half recent, half heavy hitters "
+                  "(a sweep; the question is kept too). Default 256: the decode KV of MemArt's "
+                  "default --bs 16 x --k 16")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--embed-model", o->embed_model,

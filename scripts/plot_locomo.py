@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Plots `kvmem eval locomo --json OUT` results: answer quality against prefill tokens per
-question (log scale), one point per method, MemArt's k sweeps joined by lines.
+question (log scale), one point per method, MemArt's k sweeps and H2O's budget sweep joined by
+lines.
 
     ~/.cache/kvmem/venv/bin/pip install matplotlib   # once
     ~/.cache/kvmem/venv/bin/python scripts/plot_locomo.py OUT.json [PLOT.png]
@@ -35,13 +36,13 @@ def main():
     if not methods:
         sys.exit(f"plot_locomo: {src} has no methods")
     # Series: a MemArt (variant, strategy, block size) over k; BM25 and embedding retrieval over
-    # k; full alone.
+    # k; H2O over its budget ("h2o/b<B>"); full alone.
     series = defaultdict(list)
     for name, m in methods.items():
         parts = name.split("/")
         if parts[0].startswith("memart"):
             key = "/".join(parts[:3])
-        elif parts[0] in ("bm25", "embed"):
+        elif parts[0] in ("bm25", "embed", "h2o"):
             key = parts[0]
         else:
             key = name
@@ -56,7 +57,7 @@ def main():
             points = sorted(points, key=lambda m: m[xkey])
             xs = [p[xkey] for p in points]
             ys = [p[metric] for p in points]
-            style = {"full": "s", "bm25": "^--", "embed": "v--"}.get(key, "o-")
+            style = {"full": "s", "bm25": "^--", "embed": "v--", "h2o": "D:"}.get(key, "o-")
             ax.plot(xs, ys, style, label=key, markersize=6)
         ax.set_xscale("log")
         ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
@@ -65,7 +66,8 @@ def main():
         ax.grid(True, alpha=0.3)
     axes[0].legend(fontsize=7, loc="best")
     convs = ", ".join(data.get("conversations", []))
-    fig.suptitle(f"LoCoMo QA, {data.get('model', '')} ({convs}); points along a line: k sweep",
+    fig.suptitle(f"LoCoMo QA, {data.get('model', '')} ({convs}); points along a line: k or "
+                 "budget sweep",
                  fontsize=10)
     fig.tight_layout()
     fig.savefig(dst, dpi=110)

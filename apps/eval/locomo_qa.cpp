@@ -10,6 +10,7 @@
 #include "eval/bm25.h"
 #include "eval/metrics.h"
 #include "eval/qa_metrics.h"
+#include "memory/eviction/attention_scores.h"
 #include "tokenizer/chat_template.h"
 
 namespace kvmem::eval {
@@ -84,8 +85,9 @@ void AddRecall(const std::vector<size_t>& turns, TurnShare share, QaSums* m) {
 struct Answer {
   double nll = 0;
   std::string prediction;
-  int64_t kv_len = 0;
-  double seconds = 0;  // generation only
+  double kv_len = 0;      // rows the sequence stores at the end of decode
+  double kv_visible = 0;  // rows its (layer, KV head) lists hold then, averaged over them
+  double seconds = 0;     // generation only
 };
 
 // seq holds the context and the prompt but its last token, the next token going at position
@@ -128,7 +130,14 @@ Result<Answer> AnswerOn(const model::Model& model, const tokenizer::Tokenizer& t
       },
       &hist, &stats));
   a.seconds = Since(t0);
-  a.kv_len = seq->n_rows();
+  a.kv_len = static_cast<double>(seq->n_rows());
+  const kv::KvView& view = seq->view();
+  for (int l = 0; l < view.n_layers(); ++l) {
+    for (int g = 0; g < view.n_kv_heads(); ++g) {
+      a.kv_visible += static_cast<double>(view.n_rows(l, g));
+    }
+  }
+  a.kv_visible /= static_cast<double>(view.n_layers()) * view.n_kv_heads();
   seq->Truncate(keep);
   text = text.substr(0, text.find('\n'));
   a.prediction = std::string(tokenizer::TrimPythonWhitespace(text));
@@ -172,6 +181,7 @@ class Runner {
     // Per block size; the pools outlive the memories whose sequences hold their blocks.
     std::map<int, std::unique_ptr<kv::KvPool>> memart_pools;
     std::map<int, std::unique_ptr<memory::MemArtMemory>> memart;
+    std::unique_ptr<H2oHistory> h2o;
     for (size_t i = 0; i < methods.size(); ++i) {
       const LocomoMethod& m = methods[i];
       LocomoMethodResult& r = (*results)[i];
@@ -183,6 +193,15 @@ class Runner {
             m, [&](const Question& q) { return bm25_->TopK(q.qa->question, m.turns_k); }, &r));
       } else if (m.kind == LocomoMethodKind::kEmbed) {
         KVMEM_RETURN_IF_ERROR(Embed(m, &r));
+      } else if (m.kind == LocomoMethodKind::kH2O) {
+        if (!h2o) {
+          const auto t0 = Clock::now();
+          auto h = ScoredHistory();
+          if (!h.ok()) return h.status();
+          h2o = std::move(*h);
+          r.ingest_seconds += Since(t0);
+        }
+        KVMEM_RETURN_IF_ERROR(H2o(m, h2o.get(), &r));
       } else {
         const int bs = m.memart.block_size;
         if (!memart.count(bs)) {
@@ -231,7 +250,7 @@ class Runner {
     metrics.f1 = TokenF1(a.prediction, q.qa->answer);
     metrics.bleu1 = Bleu1(a.prediction, q.qa->answer);
     metrics.answer_nll = a.nll;
-    metrics.kv_len_decode = static_cast<double>(a.kv_len);
+    metrics.kv_len_decode = a.kv_len;
     r->overall.Add(metrics);
     r->by_category[q.qa->category].Add(metrics);
     if (on_answer_) {
@@ -241,17 +260,42 @@ class Runner {
     Tick(m.name);
   }
 
-  Status Full(const LocomoMethod& m, LocomoMethodResult* r) {
-    // Room for the longest question and its answer inside the window.
+  // The plaintext window of full and h2o: the history from token h0 on, leaving room for the
+  // longest question and its answer; a pool for those rows.
+  struct Window {
+    int64_t h0 = 0;
+    std::unique_ptr<kv::KvPool> pool;
+  };
+  Window HistoryWindow() const {
     size_t longest = 0;
     for (const Question& q : questions_)
       longest = std::max(longest, q.prompt.size() + q.gold.size());
     const int64_t window = model_.spec().n_ctx_train;
     const int64_t room = window - static_cast<int64_t>(longest) - o_.answer_tokens - 8;
     const int64_t n = static_cast<int64_t>(hist_.all.size());
-    const int64_t h0 = std::max<int64_t>(0, n - std::max<int64_t>(room, 0));
+    Window w;
+    w.h0 = std::max<int64_t>(0, n - std::max<int64_t>(room, 0));
+    w.pool = MakePool(n - w.h0 + static_cast<int64_t>(longest) + o_.answer_tokens + 64);
+    return w;
+  }
+
+  // Share of turn t's tokens (all of them, truncated ones included) among `rows`: history rows
+  // h0.. by storage index, sorted.
+  double TurnShare(size_t t, int64_t h0, const std::vector<int64_t>& rows) const {
+    const int64_t len = hist_.first[t + 1] - hist_.first[t];
+    if (len <= 0) return 0.0;
+    const int64_t a0 = std::max(hist_.first[t], h0) - h0, a1 = hist_.first[t + 1] - h0;
+    if (a1 <= a0) return 0.0;
+    const auto lo = std::lower_bound(rows.begin(), rows.end(), a0);
+    const auto hi = std::lower_bound(lo, rows.end(), a1);
+    return static_cast<double>(hi - lo) / static_cast<double>(len);
+  }
+
+  Status Full(const LocomoMethod& m, LocomoMethodResult* r) {
+    Window w = HistoryWindow();
+    const int64_t h0 = w.h0;
     r->truncated_tokens += h0;
-    auto pool = MakePool(n - h0 + static_cast<int64_t>(longest) + o_.answer_tokens + 64);
+    std::unique_ptr<kv::KvPool> pool = std::move(w.pool);
     kv::KvSequence seq(pool.get());
     std::vector<float> logits;
     const auto t0 = Clock::now();
@@ -277,6 +321,82 @@ class Runner {
             const int64_t a0 = std::max(hist_.first[t], h0), a1 = hist_.first[t + 1];
             const int64_t len = hist_.first[t + 1] - hist_.first[t];
             return len > 0 && 2 * std::max<int64_t>(0, a1 - a0) >= len ? 1.0 : 0.0;
+          },
+          &mt);
+      Record(m, q, *a, mt, r);
+    }
+    return Status::Ok();
+  }
+
+  // The h2o methods' history of a conversation: the window of full, prefilled once with every
+  // history token's attention accumulated per (layer, KV head).
+  struct H2oHistory {
+    int64_t h0 = 0;
+    std::unique_ptr<kv::KvPool> pool;  // outlives seq, whose blocks it holds
+    std::unique_ptr<kv::KvSequence> seq;
+    std::unique_ptr<memory::AttentionScores> scores;
+  };
+
+  Result<std::unique_ptr<H2oHistory>> ScoredHistory() {
+    auto h = std::make_unique<H2oHistory>();
+    Window w = HistoryWindow();
+    h->h0 = w.h0;
+    h->pool = std::move(w.pool);
+    h->seq = std::make_unique<kv::KvSequence>(h->pool.get());
+    h->scores = std::make_unique<memory::AttentionScores>(model_.spec());
+    KVMEM_RETURN_IF_ERROR(memory::ForwardScored(
+        model_, pool_, h->seq.get(), std::span(hist_.all).subspan(h->h0), 0, h->scores.get()));
+    return h;
+  }
+
+  // Per question: the question prefilled over the whole history with its attention added to a
+  // copy of the history's scores, then each (layer, KV head) evicted to the budget by hiding
+  // rows from its list; the answer reads what is left. The history's lists are saved first and
+  // put back after each question, so every question starts from the same full history.
+  Status H2o(const LocomoMethod& m, H2oHistory* h, LocomoMethodResult* r) {
+    r->truncated_tokens += h->h0;
+    kv::KvSequence& seq = *h->seq;
+    const int64_t kept = seq.n_rows();
+    const int n_layers = seq.view().n_layers(), n_heads = seq.view().n_kv_heads();
+    std::vector<std::vector<kv::ViewRun>> saved;  // (n_layers * n_kv_heads)
+    for (int l = 0; l < n_layers; ++l) {
+      for (int g = 0; g < n_heads; ++g) saved.push_back(seq.view().list(l, g));
+    }
+    const auto restore = [&] {
+      seq.Truncate(kept);
+      for (int l = 0; l < n_layers; ++l) {
+        for (int g = 0; g < n_heads; ++g) {
+          seq.view().mutable_head(l, g) = saved[static_cast<size_t>(l) * n_heads + g];
+        }
+      }
+    };
+    for (const Question& q : questions_) {
+      memory::AttentionScores scores = *h->scores;
+      const auto t1 = Clock::now();
+      Status st = memory::ForwardScored(
+          model_, pool_, &seq, std::span(q.prompt).first(q.prompt.size() - 1), kept, &scores);
+      if (!st.ok()) {
+        restore();
+        return st;
+      }
+      const memory::H2oPlan plan = memory::PlanH2o(scores, seq, kept, m.h2o);
+      memory::ApplyH2o(plan, &seq);
+      const double prefill_s = Since(t1);
+      auto a = AnswerOn(model_, tok_, pool_, &seq, 0, q.prompt.back(), q.gold, o_.answer_tokens);
+      restore();
+      if (!a.ok()) return a.status();
+      a->kv_len = a->kv_visible;  // evicted rows stay in the pool but are not read
+      QaSums mt;
+      mt.prefill_tokens = static_cast<double>(kept + q.prompt.size());
+      mt.latency_s = prefill_s + a->seconds;
+      AddRecall(
+          q.evidence,
+          [&](size_t t) {
+            double lists = 0;
+            for (const std::vector<int64_t>& rows : plan.kept) {
+              lists += TurnShare(t, h->h0, rows) >= 0.5 ? 1.0 : 0.0;
+            }
+            return lists / static_cast<double>(plan.kept.size());
           },
           &mt);
       Record(m, q, *a, mt, r);
@@ -429,7 +549,9 @@ Result<std::vector<LocomoMethod>> ExpandLocomoMethods(const LocomoSweep& sweep) 
   if (sweep.names.empty()) return InvalidArgument("--methods: none given");
   for (const std::string& name : sweep.names) {
     if (name == "full") {
-      out.push_back({"full", LocomoMethodKind::kFull, {}, 0});
+      LocomoMethod m;
+      m.name = "full";
+      out.push_back(std::move(m));
     } else if (name == "bm25" || name == "embed") {
       const bool bm25 = name == "bm25";
       const std::vector<int>& ks = bm25 ? sweep.bm25_k : sweep.embed_k;
@@ -441,6 +563,17 @@ Result<std::vector<LocomoMethod>> ExpandLocomoMethods(const LocomoSweep& sweep) 
         m.name = name + "/k" + std::to_string(k);
         m.kind = bm25 ? LocomoMethodKind::kBm25 : LocomoMethodKind::kEmbed;
         m.turns_k = k;
+        out.push_back(std::move(m));
+      }
+    } else if (name == "h2o") {
+      if (sweep.h2o_budget.empty()) return InvalidArgument("--h2o-budget: none given");
+      for (int b : sweep.h2o_budget) {
+        if (b <= 0)
+          return InvalidArgument("--h2o-budget: " + std::to_string(b) + " is not positive");
+        LocomoMethod m;
+        m.name = "h2o/b" + std::to_string(b);
+        m.kind = LocomoMethodKind::kH2O;
+        m.h2o.budget = b;
         out.push_back(std::move(m));
       }
     } else if (name == "memart" || name == "memart-coupled") {
@@ -460,14 +593,17 @@ Result<std::vector<LocomoMethod>> ExpandLocomoMethods(const LocomoSweep& sweep) 
             c.keep_last = sweep.keep_last;
             c.coupled_positions = name == "memart-coupled";
             KVMEM_RETURN_IF_ERROR(memory::ValidateMemArtConfig(c));
-            out.push_back({name + "/" + st + "/bs" + std::to_string(bs) + "/k" + std::to_string(k),
-                           LocomoMethodKind::kMemArt, c, 0});
+            LocomoMethod m;
+            m.name = name + "/" + st + "/bs" + std::to_string(bs) + "/k" + std::to_string(k);
+            m.kind = LocomoMethodKind::kMemArt;
+            m.memart = c;
+            out.push_back(std::move(m));
           }
         }
       }
     } else {
       return InvalidArgument("unknown method '" + name +
-                             "' (full, memart, memart-coupled, bm25, embed)");
+                             "' (full, memart, memart-coupled, bm25, embed, h2o)");
     }
   }
   return out;

@@ -12,11 +12,23 @@
 //   embed   the same with the top-k turns by cosine similarity of sentence embeddings
 //           (all-MiniLM-L6-v2, memory/embed/) of the question and of each turn: Mem0-like
 //           dense retrieval.
+//   h2o     H2O (memory/eviction/h2o.h) as the MemArt paper ran it: the whole history (truncated
+//           to the window like full) and the question are prefilled, each row's attention from
+//           every history and question token accumulated (the history's once per conversation),
+//           then each (layer, KV head) keeps the question and `budget` history rows (half the
+//           most recent, half the heaviest hitters) and the answer is decoded over that. The
+//           default budget, 256 rows, is the decode KV of MemArt's default bs 16 x top_k 16
+//           (plus the question, which both keep). Prefill per question counts the kept history
+//           and the question, KV at decode the rows the lists hold, averaged over layers and
+//           KV heads. The answer's own rows are not evicted (H2O evicts one row per generated
+//           token; answers here are at most answer_tokens long).
 // Metrics per question: token F1 and BLEU-1 (qa_metrics.h), evidence recall (share of the
 // question's evidence turns of which at least half the tokens are in the rows the answer reads:
 // for memart averaged over layers, a turn counting in a layer when half its rows were
-// retrieved there), answer NLL (mean per token, teacher-forced, of the gold answer after the
-// prompt), prefill tokens, KV rows at decode, seconds.
+// retrieved there; for h2o likewise averaged over layers and KV heads, a turn counting in a
+// (layer, KV head) when half its rows were kept there), answer NLL (mean per token,
+// teacher-forced, of the gold answer after the prompt), prefill tokens, KV rows at decode,
+// seconds.
 // Not thread-safe; the ThreadPool parallelizes inside the forward passes.
 #pragma once
 
@@ -31,19 +43,22 @@
 #include "eval/locomo.h"
 #include "kv/kv_format.h"
 #include "memory/embed/sentence_encoder.h"
+#include "memory/eviction/h2o.h"
 #include "memory/retrieval/memart.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kvmem::eval {
 
-enum class LocomoMethodKind { kFull, kMemArt, kBm25, kEmbed };
+enum class LocomoMethodKind { kFull, kMemArt, kBm25, kEmbed, kH2O };
 
 struct LocomoMethod {
-  std::string name;  // e.g. "full", "memart/softmax-sum/bs16/k32", "bm25/k10", "embed/k10"
+  // e.g. "full", "memart/softmax-sum/bs16/k32", "bm25/k10", "embed/k10", "h2o/b256"
+  std::string name;
   LocomoMethodKind kind = LocomoMethodKind::kFull;
   memory::MemArtConfig memart;  // kMemArt
   int turns_k = 0;              // kBm25, kEmbed: turns re-inserted
+  memory::H2oConfig h2o;        // kH2O
 };
 
 struct LocomoQaOptions {
@@ -68,15 +83,15 @@ struct LocomoMethodResult {
   std::string method;
   QaSums overall;
   std::map<int, QaSums> by_category;
-  int64_t truncated_tokens = 0;  // full: history tokens left out of the window, all conversations
-  double ingest_seconds = 0;     // memart: feeding the history
+  int64_t truncated_tokens = 0;  // full, h2o: history tokens left out of the window, all convs
+  double ingest_seconds = 0;     // full, memart, h2o: feeding the history
 };
 
-// The methods a command line names: `names` from {full, memart, memart-coupled, bm25, embed};
-// memart expands to every block size x strategy x top_k (memart-coupled likewise, with coupled
-// positions), bm25 and embed to every k of theirs. Names: "full",
-// "memart/<strategy>/bs<BS>/k<K>", "memart-coupled/...", "bm25/k<K>", "embed/k<K>".
-// InvalidArgument on an unknown name or empty sweep.
+// The methods a command line names: `names` from {full, memart, memart-coupled, bm25, embed,
+// h2o}; memart expands to every block size x strategy x top_k (memart-coupled likewise, with
+// coupled positions), bm25 and embed to every k of theirs, h2o to every budget. Names: "full",
+// "memart/<strategy>/bs<BS>/k<K>", "memart-coupled/...", "bm25/k<K>", "embed/k<K>",
+// "h2o/b<BUDGET>". InvalidArgument on an unknown name or empty sweep.
 struct LocomoSweep {
   std::vector<std::string> names = {"full", "memart", "bm25"};
   std::vector<int> block_sizes = {16};
@@ -84,6 +99,8 @@ struct LocomoSweep {
   std::vector<int> top_k = {16};
   std::vector<int> bm25_k = {10};
   std::vector<int> embed_k = {10};
+  // h2o: history rows kept per (layer, KV head); 256 = MemArt's default bs 16 x top_k 16.
+  std::vector<int> h2o_budget = {256};
   int keep_first = 0;
   int keep_last = 0;
 };
@@ -99,7 +116,8 @@ struct QaRecord {
 using QaCallback = std::function<void(const QaRecord&)>;
 
 // Runs the methods over the conversations. Methods of kind memart that share a block size share
-// one ingested history per conversation (ingested with the first such method's config).
+// one ingested history per conversation (ingested with the first such method's config); the
+// h2o methods share one prefilled, scored history per conversation.
 Result<std::vector<LocomoMethodResult>> RunLocomoQa(
     const model::Model& model, const tokenizer::Tokenizer& tok, ThreadPool* pool,
     const std::vector<LocomoConversation>& convs, const std::vector<LocomoMethod>& methods,

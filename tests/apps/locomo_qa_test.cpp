@@ -1,8 +1,18 @@
 // The method sweep of `kvmem eval locomo` (eval/locomo_qa.h ExpandLocomoMethods): names,
-// configurations and refusals.
+// configurations and refusals. Then the h2o method run end to end on tiny random models with a
+// byte-level tokenizer (one token per byte, so the history's length is its rendered text's),
+// against full context: a budget above the history evicts nothing and must give full's answer
+// NLL and answer bit for bit (also after a small budget ran on the same shared history); a small
+// budget keeps exactly that many history rows per (layer, KV head) next to the question.
+#include "eval/locomo_qa.h"
+
 #include <gtest/gtest.h>
 
-#include "eval/locomo_qa.h"
+#include <map>
+
+#include "../model/tiny_model.h"
+#include "eval/locomo.h"
+#include "tokenizer/unicode.h"
 
 namespace kvmem::eval {
 namespace {
@@ -63,6 +73,148 @@ TEST(LocomoMethods, RefusesBadInput) {
   s.names = {};
   EXPECT_FALSE(ExpandLocomoMethods(s).ok());
 }
+
+TEST(LocomoMethods, ExpandsH2oBudgets) {
+  LocomoSweep s;
+  s.names = {"h2o"};
+  auto def = ExpandLocomoMethods(s);
+  ASSERT_TRUE(def.ok()) << def.status().ToString();
+  ASSERT_EQ(def->size(), 1u);
+  EXPECT_EQ((*def)[0].name, "h2o/b256");  // MemArt's default decode KV: bs 16 x k 16
+  EXPECT_EQ((*def)[0].kind, LocomoMethodKind::kH2O);
+  EXPECT_EQ((*def)[0].h2o.budget, 256);
+  EXPECT_EQ((*def)[0].h2o.recent_ratio, 0.5);
+  s.h2o_budget = {64, 512};
+  auto m = ExpandLocomoMethods(s);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  ASSERT_EQ(m->size(), 2u);
+  EXPECT_EQ((*m)[1].name, "h2o/b512");
+  EXPECT_EQ((*m)[1].h2o.budget, 512);
+  s.h2o_budget = {0};
+  EXPECT_FALSE(ExpandLocomoMethods(s).ok());
+  s.h2o_budget = {};
+  EXPECT_FALSE(ExpandLocomoMethods(s).ok());
+}
+
+// Ids 0..255: the bytes (GPT-2's byte alphabet), no merges; then ChatML's control tokens.
+tokenizer::TokenizerConfig ByteTokenizer() {
+  tokenizer::TokenizerConfig c;
+  c.model = "gpt2";
+  c.pre = "gpt2";
+  // ChatML, recognized by its markers (tokenizer/chat_template.h), without a system turn.
+  c.chat_template = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n";
+  for (int b = 0; b < 256; ++b) {
+    std::string piece;
+    tokenizer::AppendUtf8(tokenizer::ByteToUnicode(static_cast<uint8_t>(b)), &piece);
+    c.tokens.push_back(piece);
+  }
+  c.token_types.assign(256, 1);
+  for (const char* special : {"<|im_start|>", "<|im_end|>"}) {
+    c.tokens.push_back(special);
+    c.token_types.push_back(3);  // control
+  }
+  c.eos_id = 257;
+  return c;
+}
+
+LocomoConversation SmallConversation() {
+  LocomoConversation c;
+  c.id = "tiny";
+  c.speaker_a = "Ann";
+  c.speaker_b = "Bob";
+  c.sessions = {{1,
+                 "1:00 pm on 1 May, 2023",
+                 {{"Ann", "D1:1", "I bought a red bike today.", ""},
+                  {"Bob", "D1:2", "Nice! Where will you ride it?", ""},
+                  {"Ann", "D1:3", "Along the river to work.", ""},
+                  {"Bob", "D1:4", "I am moving to Paris next month.", ""}}},
+                {2,
+                 "2:00 pm on 9 May, 2023",
+                 {{"Ann", "D2:1", "How was the move?", ""},
+                  {"Bob", "D2:2", "Great, my flat is near the Seine.", ""}}}};
+  c.qa = {{"What did Ann buy?", "a red bike", "", {"D1:1"}, 4},
+          {"Where did Bob move?", "Paris", "", {"D1:4", "D2:2"}, 1}};
+  return c;
+}
+
+class LocomoH2oTest : public ::testing::TestWithParam<const char*> {
+ protected:
+  void SetUp() override {
+    model::testing::TinyConfig c;
+    c.arch = GetParam();
+    c.n_vocab = 258;
+    file_ = std::make_unique<model::testing::TempFile>(model::testing::BuildTinyGguf(c, 13));
+    auto m = model::Model::Load(file_->path());
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    model_ = std::move(*m);
+    auto t = tokenizer::Tokenizer::Create(ByteTokenizer());
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    tok_ = std::make_unique<tokenizer::Tokenizer>(std::move(*t));
+  }
+
+  std::unique_ptr<model::testing::TempFile> file_;
+  std::unique_ptr<model::Model> model_;
+  std::unique_ptr<tokenizer::Tokenizer> tok_;
+  ThreadPool threads_{2};
+};
+
+TEST_P(LocomoH2oTest, LargeBudgetIsFullContextAndSmallBudgetKeepsItsRows) {
+  const LocomoConversation conv = SmallConversation();
+  // The history as BuildHistory cuts it: every turn's line with its line break.
+  const RenderedConversation r = RenderConversation(conv);
+  const std::string history = r.text.substr(0, r.turns.back().end + 1);
+  ASSERT_EQ(tok_->Encode(history, false).size(), history.size());  // one token per byte
+  const double n_hist = static_cast<double>(history.size());
+  const int small = 16;
+
+  LocomoSweep sweep;
+  sweep.names = {"full", "h2o"};
+  sweep.h2o_budget = {small, 100000};  // the large budget runs after the small one
+  auto methods = ExpandLocomoMethods(sweep);
+  ASSERT_TRUE(methods.ok()) << methods.status().ToString();
+  LocomoQaOptions o;
+  o.answer_tokens = 1;  // decode adds exactly one row: the prompt's last token
+  std::map<std::string, std::vector<QaRecord>> rec;
+  auto results = RunLocomoQa(*model_, *tok_, &threads_, {conv}, *methods, o,
+                             [&](const QaRecord& q) { rec[q.method].push_back(q); });
+  ASSERT_TRUE(results.ok()) << results.status().ToString();
+  ASSERT_EQ(results->size(), 3u);
+  for (const LocomoMethodResult& m : *results) EXPECT_EQ(m.truncated_tokens, 0) << m.method;
+  const std::vector<QaRecord>& full = rec["full"];
+  const std::vector<QaRecord>& big = rec["h2o/b100000"];
+  const std::vector<QaRecord>& cut = rec["h2o/b16"];
+  ASSERT_EQ(full.size(), 2u);
+  ASSERT_EQ(big.size(), 2u);
+  ASSERT_EQ(cut.size(), 2u);
+  bool any_nll_moved = false;
+  for (size_t i = 0; i < full.size(); ++i) {
+    SCOPED_TRACE(full[i].question);
+    const QaSums& f = full[i].metrics;
+    ASSERT_EQ(big[i].question, full[i].question);
+    // Nothing evicted: the same cache, so the same numbers exactly.
+    EXPECT_EQ(big[i].metrics.answer_nll, f.answer_nll);
+    EXPECT_EQ(big[i].prediction, full[i].prediction);
+    EXPECT_EQ(big[i].metrics.prefill_tokens, f.prefill_tokens);
+    EXPECT_EQ(big[i].metrics.kv_len_decode, f.kv_len_decode);
+    EXPECT_EQ(f.evidence_recall, 1.0);
+    EXPECT_EQ(big[i].metrics.evidence_recall, 1.0);
+    // Full reads the history and the prompt; the small budget keeps `small` history rows in
+    // every (layer, KV head) and the whole prompt, after prefilling everything.
+    const double prompt = f.prefill_tokens - n_hist;
+    ASSERT_GT(prompt, 0);
+    EXPECT_EQ(f.kv_len_decode, n_hist + prompt);
+    EXPECT_EQ(cut[i].metrics.prefill_tokens, f.prefill_tokens);
+    EXPECT_EQ(cut[i].metrics.kv_len_decode, small + prompt);
+    // Each evidence turn spans >= 30 rows; 8 of the 16 kept are the last turn's most recent
+    // rows, so no evidence turn keeps half of its rows anywhere.
+    EXPECT_EQ(cut[i].metrics.evidence_recall, 0.0);
+    EXPECT_TRUE(std::isfinite(cut[i].metrics.answer_nll));
+    any_nll_moved |= cut[i].metrics.answer_nll != f.answer_nll;
+  }
+  EXPECT_TRUE(any_nll_moved) << "evicting all but 16 history rows changed no answer NLL";
+}
+
+INSTANTIATE_TEST_SUITE_P(Archs, LocomoH2oTest, ::testing::Values("llama", "qwen2"));
 
 }  // namespace
 }  // namespace kvmem::eval
