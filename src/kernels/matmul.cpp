@@ -39,14 +39,17 @@ int64_t GroupGrain(int64_t n_groups, int n_threads) {
 }
 
 #if defined(__x86_64__)
-void PackedMatMul(const PackedMatrix& m, const float* x, int64_t n_tokens, float* y,
-                  ThreadPool* pool, Isa isa) {
-  const TypeTraits& at = TraitsOrDie(m.act_type(), isa);
+// y_j = x . W_j^T for packed matrices that share x (same n_in and activation type): x is
+// quantized once, and one ParallelFor hands out the groups of all of them.
+void PackedMatMuls(std::span<const MatMulOut> outs, const float* x, int64_t n_tokens,
+                   ThreadPool* pool, Isa isa) {
+  const PackedMatrix& first = *outs[0].w->packed;
+  const TypeTraits& at = TraitsOrDie(first.act_type(), isa);
   size_t act_row_bytes = 0;
-  const bool row_ok = RowBytes(m.act_type(), m.n_in(), &act_row_bytes);
+  const bool row_ok = RowBytes(first.act_type(), first.n_in(), &act_row_bytes);
   assert(row_ok);
   (void)row_ok;
-  const size_t stride = PackedActStride(m.n_in());
+  const size_t stride = PackedActStride(first.n_in());
   thread_local std::vector<uint8_t> planes;
   planes.resize(static_cast<size_t>(n_tokens) * stride + 64);
   uint8_t* base = planes.data() + (64 - reinterpret_cast<uintptr_t>(planes.data()) % 64) % 64;
@@ -54,13 +57,23 @@ void PackedMatMul(const PackedMatrix& m, const float* x, int64_t n_tokens, float
     thread_local std::vector<uint8_t> quantized;
     quantized.resize(act_row_bytes);
     for (int64_t t = t0; t < t1; ++t) {
-      at.from_float(x + t * m.n_in(), quantized.data(), m.n_in());
-      SplitActivations(m.act_type(), quantized.data(), m.n_in(), base + t * stride);
+      at.from_float(x + t * first.n_in(), quantized.data(), first.n_in());
+      SplitActivations(first.act_type(), quantized.data(), first.n_in(), base + t * stride);
     }
   };
-  const PackedActs acts{base, stride, m.n_in()};
+  const PackedActs acts{base, stride, first.n_in()};
+  int64_t total = 0;
+  for (const MatMulOut& o : outs) total += o.w->packed->n_groups();
   auto groups = [&](int64_t g0, int64_t g1) {
-    avx512::PackedMatMulGroups(m, acts, n_tokens, g0, g1, y, m.n_out());
+    int64_t start = 0;  // first group of matrix j in the concatenation
+    for (const MatMulOut& o : outs) {
+      const PackedMatrix& m = *o.w->packed;
+      const int64_t lo = std::max(g0, start), hi = std::min(g1, start + m.n_groups());
+      if (lo < hi) {
+        avx512::PackedMatMulGroups(m, acts, n_tokens, lo - start, hi - start, o.y, m.n_out());
+      }
+      start += m.n_groups();
+    }
   };
   if (pool != nullptr) {
     if (n_tokens > 1) {
@@ -68,11 +81,23 @@ void PackedMatMul(const PackedMatrix& m, const float* x, int64_t n_tokens, float
     } else {
       convert(0, n_tokens);
     }
-    pool->ParallelFor(m.n_groups(), GroupGrain(m.n_groups(), pool->size()), groups);
+    pool->ParallelFor(total, GroupGrain(total, pool->size()), groups);
   } else {
     convert(0, n_tokens);
-    groups(0, m.n_groups());
+    groups(0, total);
   }
+}
+
+// Whether PackedMatMuls can take all of outs.
+bool PackedTogether(std::span<const MatMulOut> outs, Isa isa) {
+  if (isa == Isa::kScalar || !PackedKernelsEnabled()) return false;
+  for (const MatMulOut& o : outs) {
+    if (o.w->packed == nullptr || o.w->packed->n_in() != outs[0].w->packed->n_in() ||
+        o.w->packed->act_type() != outs[0].w->packed->act_type()) {
+      return false;
+    }
+  }
+  return true;
 }
 #endif
 
@@ -82,10 +107,8 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, T
             Isa isa) {
   if (n_tokens <= 0 || w.n_out <= 0) return;
 #if defined(__x86_64__)
-  if (w.packed != nullptr && isa != Isa::kScalar && PackedKernelsEnabled()) {
-    PackedMatMul(*w.packed, x, n_tokens, y, pool, isa);
-    return;
-  }
+  const MatMulOut out{&w, y};
+  if (PackedTogether({&out, 1}, isa)) return PackedMatMuls({&out, 1}, x, n_tokens, pool, isa);
 #endif
   const TypeTraits& wt = TraitsOrDie(w.type, isa);
   const TypeTraits& at = TraitsOrDie(wt.vec_dot_type, isa);
@@ -133,6 +156,15 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, T
   } else {
     rows(0, w.n_out);
   }
+}
+
+void MatMuls(std::span<const MatMulOut> outs, const float* x, int64_t n_tokens, ThreadPool* pool,
+             Isa isa) {
+  if (outs.empty() || n_tokens <= 0) return;
+#if defined(__x86_64__)
+  if (PackedTogether(outs, isa)) return PackedMatMuls(outs, x, n_tokens, pool, isa);
+#endif
+  for (const MatMulOut& o : outs) MatMul(*o.w, x, n_tokens, o.y, pool, isa);
 }
 
 void DequantizeRow(const WeightMatrix& w, int64_t row, float* out, Isa isa) {

@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 #include "core/dtype.h"
 #include "core/thread_pool.h"
@@ -33,6 +34,18 @@ struct WeightMatrix {
 // y(n_tokens, n_out) = x(n_tokens, n_in) . W^T. `pool` may be nullptr (single thread).
 void MatMul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool* pool,
             Isa isa = ActiveIsa());
+
+// One product of MatMuls: y(n_tokens, w->n_out) = x . W^T.
+struct MatMulOut {
+  const WeightMatrix* w;
+  float* y;
+};
+
+// Several matrices applied to the same x (n_tokens, n_in), e.g. Q, K and V: the same results as
+// one MatMul each, but with packed weights x is quantized once and one parallel loop covers the
+// rows of all of them (a decode step pays one hand-out and one wait instead of several).
+void MatMuls(std::span<const MatMulOut> outs, const float* x, int64_t n_tokens, ThreadPool* pool,
+             Isa isa = ActiveIsa());
 
 // One row of W, dequantized to floats (embedding lookup); from the packed copy when there is one
 // (bit-identical values), so a tied embedding table packed as the LM head is not read again.

@@ -44,9 +44,8 @@ void ProjectQkv(const ModelSpec& spec, int layer, const LayerWeights& w, const f
                 std::span<const int64_t> positions, BlockScratch& s, ThreadPool* pool) {
   const int n = s.n_tokens;
   RmsNormRows(x, w.attn_norm, s.xn.data(), n, spec.n_embd, spec.rms_eps);
-  kernels::MatMul(w.wq, s.xn.data(), n, s.q.data(), pool);
-  kernels::MatMul(w.wk, s.xn.data(), n, s.k.data(), pool);
-  kernels::MatMul(w.wv, s.xn.data(), n, s.v.data(), pool);
+  const kernels::MatMulOut qkv[] = {{&w.wq, s.q.data()}, {&w.wk, s.k.data()}, {&w.wv, s.v.data()}};
+  kernels::MatMuls(qkv, s.xn.data(), n, pool);
   AddBias(s.q.data(), w.bq, n);
   AddBias(s.k.data(), w.bk, n);
   AddBias(s.v.data(), w.bv, n);
@@ -289,8 +288,8 @@ void OutputAndFfn(const ModelSpec& spec, const LayerWeights& w, float* x, BlockS
   for (size_t i = 0; i < nx; ++i) x[i] += s.proj[i];
 
   RmsNormRows(x, w.ffn_norm, s.xn.data(), n, spec.n_embd, spec.rms_eps);
-  kernels::MatMul(w.w_gate, s.xn.data(), n, s.gate.data(), pool);
-  kernels::MatMul(w.w_up, s.xn.data(), n, s.up.data(), pool);
+  const kernels::MatMulOut gate_up[] = {{&w.w_gate, s.gate.data()}, {&w.w_up, s.up.data()}};
+  kernels::MatMuls(gate_up, s.xn.data(), n, pool);
   const int64_t n_ff = static_cast<int64_t>(n) * spec.n_ff;
   const auto glu = spec.ffn_act == FfnActivation::kGeluTanh ? ops.geglu : ops.swiglu;
   glu(s.gate.data(), s.up.data(), s.gate.data(), n_ff);
