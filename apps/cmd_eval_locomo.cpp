@@ -28,6 +28,7 @@ struct LocomoOptions {
   std::vector<std::string> data;
   eval::LocomoSweep sweep;
   int limit = 0;
+  bool concat = false;
   int conversations = 0;
   int answer_tokens = 24;
   std::string cache_type_k = "f16", cache_type_v = "f16";
@@ -98,12 +99,13 @@ int Run(const LocomoOptions& o) {
   if (o.conversations > 0 && static_cast<int>(convs->size()) > o.conversations) {
     convs->resize(o.conversations);
   }
+  if (o.concat) *convs = {eval::ConcatConversations(*convs, o.limit)};
   auto mt = LoadModelAndTokenizer(o.model);
   if (!mt.ok()) return Fail(mt.status());
   const model::Model& model = *mt->model;
   eval::LocomoQaOptions qo;
   qo.answer_tokens = o.answer_tokens;
-  qo.limit = o.limit;
+  qo.limit = o.concat ? 0 : o.limit;  // --concat applied it per source conversation
   auto fk = kv::ParseKvFormat(o.cache_type_k);
   if (!fk.ok()) return Fail(fk.status().WithContext("--ctk"));
   auto fv = kv::ParseKvFormat(o.cache_type_v);
@@ -204,6 +206,9 @@ void AddEvalLocomoCommand(CLI::App& eval) {
                   "all-MiniLM-L6-v2)");
   cmd->add_option("--limit", o->limit, "questions per conversation (0: all)")
       ->capture_default_str();
+  cmd->add_flag("--concat", o->concat,
+                "one history of all the conversations in order (sessions renumbered), then the "
+                "questions of each (--limit per conversation): a history longer than the window");
   cmd->add_option("--conversations", o->conversations, "first N conversations (0: all)")
       ->capture_default_str();
   cmd->add_option("--answer-tokens", o->answer_tokens, "greedy answer length limit")

@@ -299,4 +299,38 @@ Result<std::vector<LocomoConversation>> LoadLocomoData(const std::vector<std::st
   return all;
 }
 
+LocomoConversation ConcatConversations(const std::vector<LocomoConversation>& convs, int limit) {
+  LocomoConversation all;
+  int next_session = 1;
+  for (const LocomoConversation& c : convs) {
+    all.id += (all.id.empty() ? "" : "+") + c.id;
+    if (all.speaker_a.empty()) {
+      all.speaker_a = c.speaker_a;
+      all.speaker_b = c.speaker_b;
+    }
+    std::map<std::string, std::string> renamed;  // old dia_id -> new
+    for (const LocomoSession& s : c.sessions) {
+      LocomoSession ns = s;
+      ns.number = next_session++;
+      for (size_t i = 0; i < ns.turns.size(); ++i) {
+        const std::string id = "D" + std::to_string(ns.number) + ":" + std::to_string(i + 1);
+        renamed[s.turns[i].dia_id] = id;
+        ns.turns[i].dia_id = id;
+      }
+      all.sessions.push_back(std::move(ns));
+    }
+    const size_t n_qa = limit > 0 ? std::min<size_t>(limit, c.qa.size()) : c.qa.size();
+    for (size_t q = 0; q < n_qa; ++q) {
+      LocomoQa qa = c.qa[q];
+      for (std::string& e : qa.evidence) {
+        auto it = renamed.find(e);
+        // Evidence naming no turn of its conversation stays unmatched under a name no turn has.
+        e = it != renamed.end() ? it->second : c.id + "/" + e;
+      }
+      all.qa.push_back(std::move(qa));
+    }
+  }
+  return all;
+}
+
 }  // namespace kvmem::eval

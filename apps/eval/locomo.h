@@ -74,6 +74,13 @@ Result<std::vector<LocomoConversation>> LoadLocomoFile(const std::string& path);
 // Every conversation of the files ResolveLocomoFiles(given) names, in file order.
 Result<std::vector<LocomoConversation>> LoadLocomoData(const std::vector<std::string>& given);
 
+// One long history from several conversations (`kvmem eval locomo --concat`, e.g. ~100K tokens
+// for a model with an 8K window): their sessions in the given order, renumbered 1..N, every
+// dia_id and evidence reference renamed to its new session ("D<n>:<turn>"), and the first
+// `limit` questions of each conversation (0: all) in conversation order. The id joins the ids
+// with '+'.
+LocomoConversation ConcatConversations(const std::vector<LocomoConversation>& convs, int limit);
+
 // Where one turn's line lies in the rendered text: bytes [begin, end), "Speaker: ..." without
 // the line break.
 struct TurnSpan {

@@ -92,6 +92,31 @@ TEST(Locomo, RendersExactDialogueWithTurnSpans) {
   }
 }
 
+// Two copies of the conversation as one history: sessions 1-4, the second copy's turns renamed
+// D3:1.., its evidence following them; --limit applies to each source conversation.
+TEST(Locomo, ConcatenatesConversationsIntoOneHistory) {
+  LocomoConversation a = ParseOne(kConversation), b = ParseOne(kConversation);
+  b.id = "conv-y";
+  const LocomoConversation c = ConcatConversations({a, b}, /*limit=*/1);
+  EXPECT_EQ(c.id, "conv-x+conv-y");
+  ASSERT_EQ(c.sessions.size(), 4u);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(c.sessions[i].number, i + 1);
+  EXPECT_EQ(c.sessions[2].turns[1].dia_id, "D3:2");
+  EXPECT_EQ(c.sessions[3].turns[0].dia_id, "D4:1");
+  ASSERT_EQ(c.qa.size(), 2u);
+  EXPECT_EQ(c.qa[0].evidence, std::vector<std::string>{"D1:2"});
+  EXPECT_EQ(c.qa[1].evidence, std::vector<std::string>{"D3:2"});
+  // The rendered history is both renders with the second's session numbers moved by two.
+  std::string second = kExpectedText;
+  second.replace(second.find("Session 1"), 9, "Session 3");
+  second.replace(second.find("Session 2"), 9, "Session 4");
+  EXPECT_EQ(RenderConversation(c).text, std::string(kExpectedText) + "\n" + second);
+  EXPECT_EQ(ConcatConversations({a, b}, 0).qa.size(), 6u);
+  // Evidence that names no turn stays unmatched, under a name no turn has.
+  a.qa[0].evidence = {"D9:9"};
+  EXPECT_EQ(ConcatConversations({a}, 1).qa[0].evidence, std::vector<std::string>{"conv-x/D9:9"});
+}
+
 TEST(Locomo, AcceptsWrappedSamplesAndArrays) {
   const std::string conv = R"({"speaker_a": "A", "speaker_b": "B", "session_1_date_time": "d",
     "session_1": [{"speaker": "A", "dia_id": "D1:1", "text": "t"}]})";
