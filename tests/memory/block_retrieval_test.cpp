@@ -212,6 +212,52 @@ TEST(BlockUpperBounds, CentreScoreIsTheDotWithTheBoxCentre) {
   EXPECT_FALSE(ParseStrategy("centre").ok());
 }
 
+// The exact score is scale * max over the block's keys of q . k (double-precision brute force,
+// GQA: Q head h reads KV head h / group), with a partial last block; it never exceeds Eq. 3's
+// bound of the same keys' box beyond f16 rounding.
+TEST(BlockExactScores, MaxDotOverEachBlocksKeys) {
+  const int n_kv = 2, group = 3, n_heads = n_kv * group, hd = 16, bs = 8, n_tokens = 4;
+  const int64_t n_keys = 5 * bs + 3;  // 6 blocks, the last with 3 keys
+  const float scale = 0.25f;
+  std::mt19937 rng(11);
+  const std::vector<float> keys = Gaussian(&rng, n_keys * n_kv * hd, 1.0f);
+  const std::vector<float> q = Gaussian(&rng, n_tokens * n_heads * hd, 1.0f);
+  std::vector<float> got;
+  ThreadPool pool(2);
+  BlockExactScores(keys, n_kv, hd, bs, q.data(), n_tokens, n_heads, scale, &pool, &got);
+  const int64_t n_blocks = 6;
+  ASSERT_EQ(got.size(), static_cast<size_t>(n_tokens * n_heads * n_blocks));
+  BlockIndex index(1, n_kv, hd);
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    index.AddBlock();
+    for (int64_t r = b * bs; r < std::min<int64_t>(n_keys, (b + 1) * bs); ++r) {
+      for (int g = 0; g < n_kv; ++g) index.Enclose(b, 0, g, keys.data() + (r * n_kv + g) * hd, 1, hd);
+    }
+  }
+  std::vector<float> bounds;
+  BlockUpperBounds(index, 0, q.data(), n_tokens, n_heads, scale, nullptr, &bounds);
+  for (int t = 0; t < n_tokens; ++t) {
+    for (int h = 0; h < n_heads; ++h) {
+      const float* qr = q.data() + (t * n_heads + h) * hd;
+      for (int64_t b = 0; b < n_blocks; ++b) {
+        double want = -INFINITY;
+        for (int64_t r = b * bs; r < std::min<int64_t>(n_keys, (b + 1) * bs); ++r) {
+          double dot = 0;
+          for (int d = 0; d < hd; ++d) dot += double{qr[d]} * keys[(r * n_kv + h / group) * hd + d];
+          want = std::max(want, scale * dot);
+        }
+        const size_t i = (t * n_heads + h) * n_blocks + b;
+        EXPECT_NEAR(got[i], want, 1e-4) << "token " << t << " head " << h << " block " << b;
+        EXPECT_LE(got[i], bounds[i] + 0.02) << "token " << t << " head " << h << " block " << b;
+      }
+    }
+  }
+  const auto parsed = ParseStrategy("softmax-sum-exact");
+  ASSERT_TRUE(parsed.ok());
+  EXPECT_EQ(parsed->block_score, BlockScore::kExact);
+  EXPECT_EQ(StrategyName(*parsed), "softmax-sum-exact");
+}
+
 TEST(AggregateScores, Table1HandComputed) {
   // Two query rows over three blocks.
   const std::vector<float> bounds = {

@@ -4,7 +4,7 @@
 //     after two remembered turns gives the logits of one plain pass over all the tokens;
 //   - layer 0's retrieved blocks equal a double-precision re-implementation of Eq. 2-4 (boxes
 //     from the history's keys un-rotated directly, softmax-sum, top-k) on layer 0's queries
-//     (which retrieval cannot influence);
+//     (which retrieval cannot influence), and likewise with the exact max q . k per block;
 //   - every working row holds its history row's key rotated to the new position (checked
 //     against a direct double-precision rotation) and the same value;
 //   - coupled positions put the rows at their original positions and the query after the
@@ -57,6 +57,8 @@ class MemArtTest : public ::testing::TestWithParam<const char*> {
     EXPECT_TRUE(mem.ok()) << mem.status().ToString();
     return mem.ok() ? std::move(*mem) : nullptr;
   }
+
+  void CheckLayer0Selection(BlockScore block_score);
 
   std::unique_ptr<TempFile> file_;
   std::unique_ptr<model::Model> model_;
@@ -120,9 +122,12 @@ std::vector<double> RawKey(const model::Model& model, const kv::KvPool& pool, kv
   return x;
 }
 
-TEST_P(MemArtTest, Layer0SelectionMatchesDirectEquations) {
+// Layer 0's choice against Eq. 2-4 computed directly (kUpperBound), or with Eq. 3 replaced by the
+// exact maximum of q . k over each block's keys (kExact).
+void MemArtTest::CheckLayer0Selection(BlockScore block_score) {
   const model::ModelSpec& s = model_->spec();
   MemArtConfig config;
+  config.strategy.block_score = block_score;
   config.block_size = 8;
   config.top_k = 3;
   config.keep_first = 8;  // block 0
@@ -177,6 +182,16 @@ TEST_P(MemArtTest, Layer0SelectionMatchesDirectEquations) {
         double sum = 0;
         for (int d = 0; d < s.head_dim_k; ++d) sum += std::max(qr[d] * lo[d], qr[d] * hi[d]);
         bound[b] = scale * sum;
+        if (block_score == BlockScore::kExact) {
+          bound[b] = -INFINITY;
+          for (int64_t r = b * 8; r < (b + 1) * 8; ++r) {
+            const kv::RowRef row{mem->history().blocks()[r / br], static_cast<int32_t>(r % br)};
+            const std::vector<double> k = RawKey(*model_, *pool_, row, r, 0, h / group);
+            double dot = 0;
+            for (int d = 0; d < s.head_dim_k; ++d) dot += qr[d] * k[d];
+            bound[b] = std::max(bound[b], scale * dot);
+          }
+        }
       }
       const double mx = *std::max_element(bound.begin(), bound.end());
       double z = 0;
@@ -240,6 +255,14 @@ TEST_P(MemArtTest, Layer0SelectionMatchesDirectEquations) {
   }
   ASSERT_TRUE(mem->EndTurn(false).ok());
   EXPECT_EQ(mem->history_rows(), 128);
+}
+
+TEST_P(MemArtTest, Layer0SelectionMatchesDirectEquations) {
+  CheckLayer0Selection(BlockScore::kUpperBound);
+}
+
+TEST_P(MemArtTest, Layer0ExactSelectionMatchesDirectMaxDot) {
+  CheckLayer0Selection(BlockScore::kExact);
 }
 
 TEST_P(MemArtTest, CoupledPositionsKeepOriginalPlaces) {

@@ -10,15 +10,17 @@
 namespace kvmem::memory {
 
 std::string StrategyName(const RetrievalStrategy& s) {
+  const char* score = s.block_score == BlockScore::kCentre  ? "-centre"
+                      : s.block_score == BlockScore::kExact ? "-exact"
+                                                            : "";
   return std::string(s.norm == ScoreNorm::kSoftmax ? "softmax" : "rr") +
-         (s.agg == ScoreAgg::kSum ? "-sum" : "-max") +
-         (s.block_score == BlockScore::kCentre ? "-centre" : "");
+         (s.agg == ScoreAgg::kSum ? "-sum" : "-max") + score;
 }
 
 Result<RetrievalStrategy> ParseStrategy(const std::string& name) {
   for (ScoreNorm n : {ScoreNorm::kSoftmax, ScoreNorm::kReciprocalRank}) {
     for (ScoreAgg a : {ScoreAgg::kSum, ScoreAgg::kMax}) {
-      for (BlockScore b : {BlockScore::kUpperBound, BlockScore::kCentre}) {
+      for (BlockScore b : {BlockScore::kUpperBound, BlockScore::kCentre, BlockScore::kExact}) {
         RetrievalStrategy s;
         s.norm = n;
         s.agg = a;
@@ -28,7 +30,8 @@ Result<RetrievalStrategy> ParseStrategy(const std::string& name) {
     }
   }
   return InvalidArgument("unknown retrieval strategy '" + name +
-                         "' (softmax-sum, softmax-max, rr-sum, rr-max; -centre for centre scores)");
+                         "' (softmax-sum, softmax-max, rr-sum, rr-max; -centre for centre scores, -exact for "
+                         "exact ones)");
 }
 
 void BlockUpperBounds(const BlockIndex& index, int layer, const float* q, int n_tokens, int n_heads,
@@ -72,6 +75,45 @@ void BlockUpperBounds(const BlockIndex& index, int layer, const float* q, int n_
         const float* src = y.data() + (static_cast<size_t>(t) * group + j) * n_blocks;
         float* dst = bounds->data() + (static_cast<size_t>(t) * n_heads + g * group + j) * n_blocks;
         std::copy(src, src + n_blocks, dst);
+      }
+    }
+  }
+}
+
+void BlockExactScores(std::span<const float> keys, int n_kv_heads, int head_dim, int block_size,
+                      const float* q, int n_tokens, int n_heads, float scale, ThreadPool* pool,
+                      std::vector<float>* scores) {
+  assert(n_heads % n_kv_heads == 0 && block_size > 0);
+  const int group = n_heads / n_kv_heads;
+  const int64_t kv_dim = static_cast<int64_t>(n_kv_heads) * head_dim;
+  const int64_t n_keys = static_cast<int64_t>(keys.size()) / kv_dim;
+  const int64_t n_blocks = (n_keys + block_size - 1) / block_size;
+  const int64_t n_rows = static_cast<int64_t>(n_tokens) * n_heads;
+  scores->assign(static_cast<size_t>(n_rows * n_blocks), -INFINITY);
+  if (n_blocks == 0 || n_tokens == 0) return;
+  // Per KV head: the dot of its Q heads' rows (scaled) with every key, then the max per block.
+  std::vector<float> x(static_cast<size_t>(n_tokens) * group * head_dim);
+  std::vector<float> y(static_cast<size_t>(n_tokens) * group * n_keys);
+  for (int g = 0; g < n_kv_heads; ++g) {
+    for (int t = 0; t < n_tokens; ++t) {
+      for (int j = 0; j < group; ++j) {
+        const float* qr = q + (static_cast<size_t>(t) * n_heads + g * group + j) * head_dim;
+        float* xr = x.data() + (static_cast<size_t>(t) * group + j) * head_dim;
+        for (int d = 0; d < head_dim; ++d) xr[d] = scale * qr[d];
+      }
+    }
+    kernels::WeightMatrix w;
+    w.type = DType::kF32;
+    w.data = keys.data() + static_cast<size_t>(g) * head_dim;
+    w.n_in = head_dim;
+    w.n_out = n_keys;
+    w.row_bytes = static_cast<size_t>(kv_dim) * sizeof(float);
+    kernels::MatMul(w, x.data(), static_cast<int64_t>(n_tokens) * group, y.data(), pool);
+    for (int t = 0; t < n_tokens; ++t) {
+      for (int j = 0; j < group; ++j) {
+        const float* src = y.data() + (static_cast<size_t>(t) * group + j) * n_keys;
+        float* dst = scores->data() + (static_cast<size_t>(t) * n_heads + g * group + j) * n_blocks;
+        for (int64_t i = 0; i < n_keys; ++i) dst[i / block_size] = std::fmax(dst[i / block_size], src[i]);
       }
     }
   }

@@ -14,6 +14,10 @@
 // c = (min + max) / 2, instead of the bound. Eq. 3 is q . c + sum_i |q_i| w_i / 2 (w the box's
 // width); on SmolLM2 the width term dominates and picks the widest boxes whatever the query
 // (README, "Long-term memory by retrieval"). The centre keeps only the query-dependent term.
+// Ceiling, off by default (BlockScore::kExact): the relevance Eq. 3 bounds, the exact maximum
+// of q . k over the block's keys (ArkVale's definition), from the keys themselves. It reads every
+// history key of the layer per request, so it measures what the box costs in retrieval quality;
+// it is not the compressed index the paper builds.
 // Ties rank the earlier block first, so results are deterministic.
 // Thread-safety: pure functions.
 #pragma once
@@ -32,7 +36,7 @@ namespace kvmem::memory {
 enum class ScoreNorm { kSoftmax, kReciprocalRank };
 enum class ScoreAgg { kSum, kMax };
 
-enum class BlockScore { kUpperBound, kCentre };
+enum class BlockScore { kUpperBound, kCentre, kExact };
 
 struct RetrievalStrategy {
   ScoreNorm norm = ScoreNorm::kSoftmax;
@@ -41,7 +45,8 @@ struct RetrievalStrategy {
   BlockScore block_score = BlockScore::kUpperBound;
 };
 
-// "softmax-sum", "softmax-max", "rr-sum", "rr-max" (Eq. 3), each with "-centre" for kCentre.
+// "softmax-sum", "softmax-max", "rr-sum", "rr-max" (Eq. 3), each with "-centre" for kCentre and
+// "-exact" for kExact.
 std::string StrategyName(const RetrievalStrategy& s);
 Result<RetrievalStrategy> ParseStrategy(const std::string& name);
 
@@ -53,6 +58,14 @@ Result<RetrievalStrategy> ParseStrategy(const std::string& name);
 void BlockUpperBounds(const BlockIndex& index, int layer, const float* q, int n_tokens, int n_heads,
                       float scale, ThreadPool* pool, std::vector<float>* bounds,
                       BlockScore block_score = BlockScore::kUpperBound);
+
+// kExact for every query row and block: scores (n_tokens * n_heads, n_blocks), row
+// t * n_heads + h, = scale * max over the block's keys of q . k. keys: (n_keys, n_kv_heads,
+// head_dim) position-free, block b the keys [b * block_size, (b + 1) * block_size) (the last may
+// be partial); q as for BlockUpperBounds. Products in f32.
+void BlockExactScores(std::span<const float> keys, int n_kv_heads, int head_dim, int block_size,
+                      const float* q, int n_tokens, int n_heads, float scale, ThreadPool* pool,
+                      std::vector<float>* scores);
 
 // Eq. 4: one score per block from bounds (n_rows, n_blocks).
 std::vector<double> AggregateScores(std::span<const float> bounds, int64_t n_rows, int64_t n_blocks,

@@ -208,14 +208,20 @@ Status MemArtMemory::BeginTurn(std::span<const int32_t> tokens, ThreadPool* pool
   first_query_pos_ = config_.coupled_positions ? history_rows() : r_rows;
 
   // The set of one layer given its query rows (position-free), chronological.
-  std::vector<float> bounds;
+  std::vector<float> bounds, raw_keys;
   auto select = [&](int layer, const float* q, int n_tokens) {
     std::vector<int64_t> chosen = kept;
     if (k_eff > 0) {
       std::vector<double> score(n_blocks(), 0.0);
-      if (n_tokens > 0) {
+      if (n_tokens > 0 && config_.strategy.block_score == BlockScore::kExact) {
+        RawKeys(layer, &raw_keys);
+        BlockExactScores(raw_keys, spec.n_kv_heads, spec.head_dim_k, config_.block_size, q,
+                         n_tokens, spec.n_heads, spec.attn_scale(), pool, &bounds);
+      } else if (n_tokens > 0) {
         BlockUpperBounds(index_, layer, q, n_tokens, spec.n_heads, spec.attn_scale(), pool,
                          &bounds, config_.strategy.block_score);
+      }
+      if (n_tokens > 0) {
         score = AggregateScores(bounds, static_cast<int64_t>(n_tokens) * spec.n_heads, n_blocks(),
                                 config_.strategy);
       }
@@ -265,6 +271,18 @@ Status MemArtMemory::BeginTurn(std::span<const int32_t> tokens, ThreadPool* pool
   in_turn_ = true;
   if (report != nullptr) *report = std::move(rep);
   return Status::Ok();
+}
+
+void MemArtMemory::RawKeys(int layer, std::vector<float>* keys) const {
+  const model::ModelSpec& spec = model_.spec();
+  const size_t k_dim = static_cast<size_t>(spec.k_dim());
+  keys->resize(history_rows_.size() * k_dim);
+  std::vector<float> v(spec.v_dim());
+  for (size_t r = 0; r < history_rows_.size(); ++r) {
+    float* k = keys->data() + r * k_dim;
+    pool_->ReadToken(history_rows_[r], layer, k, v.data());
+    Rotate(k, spec, rope_[layer], -static_cast<int64_t>(r));
+  }
 }
 
 void MemArtMemory::IndexRow(kv::RowRef row, int64_t pos) {

@@ -110,6 +110,8 @@ class MemArtMemory {
   int64_t BlockRows(int64_t block) const;
   // Copies the rows of `blocks` (ascending) into working rows [0, R) of `layer`.
   void PlaceLayer(int layer, const std::vector<int64_t>& blocks);
+  // The history's keys of `layer`, position-free: (N, n_kv_heads, head_dim) (BlockScore::kExact).
+  void RawKeys(int layer, std::vector<float>* keys) const;
   // Encloses history row `row` (at position pos) in its block's boxes, every layer.
   void IndexRow(kv::RowRef row, int64_t pos);
   // Working rows [0, R) of `layer` in the view, at their original positions (coupled).
