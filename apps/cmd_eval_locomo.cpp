@@ -31,6 +31,7 @@ struct LocomoOptions {
   bool concat = false;
   int conversations = 0;
   int answer_tokens = 24;
+  int head_report = 0;  // > 0: the per-head evidence tally, top K (eval/evidence_heads.h)
   std::string cache_type_k = "f16", cache_type_v = "f16";
   std::string json_out;
   std::string embed_model;  // "": the installed all-MiniLM-L6-v2
@@ -126,6 +127,18 @@ int Run(const LocomoOptions& o) {
     encoder.emplace(std::move(*enc));
     qo.encoder = &*encoder;
   }
+  std::optional<eval::EvidenceHeads> heads;
+  if (o.head_report > 0) {
+    auto first = std::find_if(methods->begin(), methods->end(), [](const eval::LocomoMethod& m) {
+      return m.kind == eval::LocomoMethodKind::kMemArt;
+    });
+    if (first == methods->end()) {
+      return Fail(InvalidArgument("--head-report needs a memart method (--methods memart)"));
+    }
+    heads.emplace(model.spec().n_layers, model.spec().n_heads, o.head_report);
+    qo.evidence_heads = &*heads;
+    qo.evidence_heads_method = first->name;
+  }
   eval::ProgressLine progress("kvmem eval locomo", 0, 0);
   qo.progress = [&](int64_t done, int64_t total, const std::string& what) {
     progress.Steps(done, total, what);
@@ -135,6 +148,7 @@ int Run(const LocomoOptions& o) {
   progress.Finish();
   if (!results.ok()) return Fail(results.status());
   PrintTable(*results);
+  if (heads) std::printf("\n%s: %s", qo.evidence_heads_method.c_str(), heads->Markdown(10).c_str());
   if (!o.json_out.empty()) {
     nlohmann::ordered_json j;
     j["model"] = model.spec().name.empty() ? o.model : model.spec().name;
@@ -149,6 +163,19 @@ int Run(const LocomoOptions& o) {
       m["truncated_history_tokens"] = r.truncated_tokens;
       m["ingest_seconds"] = r.ingest_seconds;
       j["methods"][r.method] = m;
+    }
+    if (heads) {
+      nlohmann::ordered_json e;
+      e["method"] = qo.evidence_heads_method;
+      e["top_k"] = heads->top_k();
+      e["questions"] = heads->n_questions();
+      e["turns"] = heads->n_turns();
+      e["chance"] = heads->chance();
+      e["heads"] = nlohmann::json::array();
+      for (const eval::EvidenceHeads::Head& h : heads->Ranked()) {
+        e["heads"].push_back({{"layer", h.layer}, {"head", h.head}, {"hit_rate", h.hit_rate}});
+      }
+      j["evidence_heads"] = e;
     }
     std::ofstream f(o.json_out);
     f << j.dump(2) << "\n";
@@ -201,6 +228,10 @@ void AddEvalLocomoCommand(CLI::App& eval) {
                   "(a sweep; the question is kept too). Default 256: the decode KV of MemArt's "
                   "default --bs 16 x --k 16")
       ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--head-report", o->head_report,
+                  "K > 0: per (layer, head), the share of evidence turns with a block among the "
+                  "head's top K by exact q.k, for the first memart method (diagnostic)")
       ->capture_default_str();
   cmd->add_option("--embed-model", o->embed_model,
                   "embed: sentence-transformers model directory (default: the installed "

@@ -297,6 +297,7 @@ class Runner {
     r->truncated_tokens += h0;
     std::unique_ptr<kv::KvPool> pool = std::move(w.pool);
     kv::KvSequence seq(pool.get());
+    seq.set_window_release(false);  // as in TextRetrieval: AnswerOn goes back to the prompt
     std::vector<float> logits;
     const auto t0 = Clock::now();
     KVMEM_RETURN_IF_ERROR(
@@ -443,6 +444,9 @@ class Runner {
     for (const auto& t : hist_.tokens) longest = std::max(longest, t.size());
     auto pool = MakePool(static_cast<int64_t>(longest) * m.turns_k + 1024);
     kv::KvSequence seq(pool.get());
+    // AnswerOn scores the gold answer past the prompt, then goes back to decode from the prompt:
+    // sliding-window layers must keep the rows that going back needs.
+    seq.set_window_release(false);
     std::vector<float> logits;
     for (const Question& q : questions_) {
       std::vector<size_t> turns = top_k(q);
@@ -493,11 +497,29 @@ class Runner {
   Status MemArt(const LocomoMethod& m, memory::MemArtMemory* mem, LocomoMethodResult* r) {
     KVMEM_RETURN_IF_ERROR(mem->Reconfigure(m.memart));
     const int bs = m.memart.block_size;
+    const bool tally = o_.evidence_heads != nullptr && m.name == o_.evidence_heads_method;
+    std::vector<float> keys, scores;
     for (const Question& q : questions_) {
       memory::RetrievalReport rep;
+      std::vector<BlockRange> evidence;  // the evidence turns' blocks, for the head tally
+      for (size_t t : tally ? q.evidence : std::vector<size_t>{}) {
+        if (hist_.first[t + 1] > hist_.first[t])
+          evidence.push_back({hist_.first[t] / bs, (hist_.first[t + 1] - 1) / bs});
+      }
+      if (!evidence.empty()) {
+        const model::ModelSpec& s = model_.spec();
+        mem->set_query_observer([&](int layer, std::span<const float> raw_q, int n) {
+          mem->RawKeys(layer, &keys);
+          memory::BlockExactScores(keys, s.n_kv_heads, s.head_dim_k, bs, raw_q.data(), n,
+                                   s.n_heads, s.attn_scale(), pool_, &scores);
+          o_.evidence_heads->AddLayer(layer, scores, n, mem->n_blocks(), evidence);
+        });
+      }
       const auto t1 = Clock::now();
-      KVMEM_RETURN_IF_ERROR(
-          mem->BeginTurn(std::span(q.prompt).first(q.prompt.size() - 1), pool_, &rep));
+      Status begun = mem->BeginTurn(std::span(q.prompt).first(q.prompt.size() - 1), pool_, &rep);
+      mem->set_query_observer(nullptr);
+      KVMEM_RETURN_IF_ERROR(begun);
+      if (!evidence.empty()) o_.evidence_heads->EndQuestion(evidence, mem->n_blocks());
       const double prefill_s = Since(t1);
       kv::KvSequence* work = mem->working();
       auto a = AnswerOn(model_, tok_, pool_, work, mem->next_position() - work->n_rows(),

@@ -40,6 +40,7 @@
 
 #include "core/status.h"
 #include "core/thread_pool.h"
+#include "eval/evidence_heads.h"
 #include "eval/locomo.h"
 #include "kv/kv_format.h"
 #include "memory/embed/sentence_encoder.h"
@@ -67,6 +68,10 @@ struct LocomoQaOptions {
   kv::KvFormats kv_formats;
   // Sentence encoder of the embed methods (required by them; must outlive the run).
   const memory::embed::SentenceEncoder* encoder = nullptr;
+  // When set, the questions of the memart method named evidence_heads_method are tallied per
+  // head (evidence_heads.h); must outlive the run.
+  EvidenceHeads* evidence_heads = nullptr;
+  std::string evidence_heads_method;
   // Called after each ingested turn and each answered question: units done of total, and what.
   std::function<void(int64_t done, int64_t total, const std::string& what)> progress;
 };

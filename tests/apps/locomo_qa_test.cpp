@@ -3,7 +3,8 @@
 // byte-level tokenizer (one token per byte, so the history's length is its rendered text's),
 // against full context: a budget above the history evicts nothing and must give full's answer
 // NLL and answer bit for bit (also after a small budget ran on the same shared history); a small
-// budget keeps exactly that many history rows per (layer, KV head) next to the question.
+// budget keeps exactly that many history rows per (layer, KV head) next to the question. BM25
+// of every turn against full context, with a sliding-window model too.
 #include "eval/locomo_qa.h"
 
 #include <gtest/gtest.h>
@@ -215,6 +216,53 @@ TEST_P(LocomoH2oTest, LargeBudgetIsFullContextAndSmallBudgetKeepsItsRows) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, LocomoH2oTest, ::testing::Values("llama", "qwen2"));
+
+// BM25 with k at least the number of turns re-inserts the whole history in order: the same
+// tokens as full context, so the same NLL and answer exactly. On gemma3 (sliding window of 4
+// in the tiny model) both must keep the rows that AnswerOn needs when it goes back from the
+// scored gold answer to the prompt.
+class LocomoTextTest : public LocomoH2oTest {};
+
+TEST_P(LocomoTextTest, Bm25OfEveryTurnIsFullContext) {
+  LocomoSweep sweep;
+  sweep.names = {"full", "bm25"};
+  sweep.bm25_k = {2, 100};
+  auto methods = ExpandLocomoMethods(sweep);
+  ASSERT_TRUE(methods.ok()) << methods.status().ToString();
+  LocomoQaOptions o;
+  o.answer_tokens = 4;
+  // A short history and a gold answer that ends past the first pool block (256 rows): a
+  // sequence releasing out-of-window rows would give back block 0 while scoring the answer, and
+  // the prompt that decoding goes back to needs rows of it.
+  LocomoConversation conv = SmallConversation();
+  conv.sessions.resize(1);
+  conv.sessions[0].turns.resize(2);
+  conv.qa.resize(1);
+  for (int i = 0; i < 8; ++i) conv.qa[0].answer += " and a red bike";
+  std::map<std::string, std::vector<QaRecord>> rec;
+  auto results = RunLocomoQa(*model_, *tok_, &threads_, {conv}, *methods, o,
+                             [&](const QaRecord& q) { rec[q.method].push_back(q); });
+  ASSERT_TRUE(results.ok()) << results.status().ToString();
+  const std::vector<QaRecord>& full = rec["full"];
+  const std::vector<QaRecord>& all = rec["bm25/k100"];
+  const std::vector<QaRecord>& two = rec["bm25/k2"];
+  ASSERT_EQ(full.size(), 1u);
+  ASSERT_EQ(all.size(), 1u);
+  ASSERT_EQ(two.size(), 1u);
+  EXPECT_LT(full[0].metrics.prefill_tokens, 256);
+  EXPECT_GT(full[0].metrics.prefill_tokens + conv.qa[0].answer.size(), 256 + 8);
+  for (size_t i = 0; i < full.size(); ++i) {
+    SCOPED_TRACE(full[i].question);
+    EXPECT_EQ(all[i].metrics.answer_nll, full[i].metrics.answer_nll);
+    EXPECT_EQ(all[i].prediction, full[i].prediction);
+    EXPECT_EQ(all[i].metrics.prefill_tokens, full[i].metrics.prefill_tokens);
+    EXPECT_EQ(all[i].metrics.evidence_recall, 1.0);
+    EXPECT_LE(two[i].metrics.prefill_tokens, full[i].metrics.prefill_tokens);
+    EXPECT_TRUE(std::isfinite(two[i].metrics.answer_nll));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Archs, LocomoTextTest, ::testing::Values("llama", "gemma3"));
 
 }  // namespace
 }  // namespace kvmem::eval

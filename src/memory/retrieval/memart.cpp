@@ -257,6 +257,7 @@ Status MemArtMemory::BeginTurn(std::span<const int32_t> tokens, ThreadPool* pool
                       spec.head_dim_k, rope.rot_dim, -tap.positions()[t], rope.freq_base,
                       rope.mode);
       }
+      if (observer_) observer_(l, raw_q, n);
       place(l, select(l, raw_q.data(), n));
     });
     if (Status st = fp.Begin(batch, working_.get()); !st.ok()) {

@@ -30,6 +30,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -99,6 +100,13 @@ class MemArtMemory {
   kv::KvSequence* working() { return working_.get(); }
   // Position of the next token of the turn.
   int64_t next_position() const;
+  // Called in BeginTurn for every layer with the query's position-free Q heads, (n_tokens,
+  // n_heads, head_dim), before that layer's blocks are chosen: for diagnostics (which heads point
+  // where). Empty: none.
+  using QueryObserver = std::function<void(int layer, std::span<const float> raw_q, int n_tokens)>;
+  void set_query_observer(QueryObserver observer) { observer_ = std::move(observer); }
+  // The history's keys of `layer`, position-free: (N, n_kv_heads, head_dim), N = history_rows().
+  void RawKeys(int layer, std::vector<float>* keys) const;
   // Ends the turn: with keep, its rows (query and everything decoded after it) join the history.
   // The working sequence is emptied either way.
   Status EndTurn(bool keep);
@@ -110,8 +118,6 @@ class MemArtMemory {
   int64_t BlockRows(int64_t block) const;
   // Copies the rows of `blocks` (ascending) into working rows [0, R) of `layer`.
   void PlaceLayer(int layer, const std::vector<int64_t>& blocks);
-  // The history's keys of `layer`, position-free: (N, n_kv_heads, head_dim) (BlockScore::kExact).
-  void RawKeys(int layer, std::vector<float>* keys) const;
   // Encloses history row `row` (at position pos) in its block's boxes, every layer.
   void IndexRow(kv::RowRef row, int64_t pos);
   // Working rows [0, R) of `layer` in the view, at their original positions (coupled).
@@ -128,6 +134,7 @@ class MemArtMemory {
   std::vector<kv::RowRef> working_rows_;  // the R retrieved rows of the current turn
   int64_t first_query_pos_ = 0;
   bool in_turn_ = false;
+  QueryObserver observer_;
 };
 
 }  // namespace kvmem::memory
