@@ -9,7 +9,7 @@ lines.
 Three panels: answer NLL (lower is better; meaningful even where a small model's F1 is ~0)
 against prefill tokens per question, then answer NLL and evidence recall against the KV rows
 read at decode (the comparison at equal KV tokens; MemArt's prefill is the question alone
-whatever k is).
+whatever k is). With `--head-report`, also PLOT_heads.png: the per-head evidence hit rates.
 """
 import json
 import re
@@ -72,6 +72,30 @@ def main():
     fig.tight_layout()
     fig.savefig(dst, dpi=110)
     print(dst)
+    if "evidence_heads" in data:
+        print(plot_heads(plt, data, re.sub(r"\.png$", "", dst) + "_heads.png"))
+
+
+def plot_heads(plt, data, dst):
+    """--head-report: a layer x head map of the share of evidence turns with a block among the
+    head's top k by exact q.k, against chance."""
+    e = data["evidence_heads"]
+    heads = e["heads"]
+    n_layers = 1 + max(h["layer"] for h in heads)
+    n_heads = 1 + max(h["head"] for h in heads)
+    grid = [[0.0] * n_heads for _ in range(n_layers)]
+    for h in heads:
+        grid[h["layer"]][h["head"]] = h["hit_rate"]
+    fig, ax = plt.subplots(figsize=(1.2 + 0.45 * n_heads, 1.0 + 0.22 * n_layers))
+    im = ax.imshow(grid, aspect="auto", cmap="viridis", vmin=0.0)
+    fig.colorbar(im, ax=ax, label=f"evidence turns in the head's top {e['top_k']}")
+    ax.set_xlabel("query head")
+    ax.set_ylabel("layer")
+    ax.set_title(f"{data.get('model', '')}: {e['turns']} evidence turns, chance "
+                 f"{e['chance']:.3f}", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(dst, dpi=110)
+    return dst
 
 
 if __name__ == "__main__":
