@@ -32,6 +32,7 @@ struct LocomoOptions {
   int conversations = 0;
   int answer_tokens = 24;
   int head_report = 0;  // > 0: the per-head evidence tally, top K (eval/evidence_heads.h)
+  std::vector<std::string> retrieval_heads;  // memart-heads: "LAYER.HEAD" each
   std::string cache_type_k = "f16", cache_type_v = "f16";
   std::string json_out;
   std::string embed_model;  // "": the installed all-MiniLM-L6-v2
@@ -89,9 +90,32 @@ void PrintTable(const std::vector<eval::LocomoMethodResult>& results) {
   }
 }
 
-int Run(const LocomoOptions& o) {
+// "LAYER.HEAD" (e.g. 7.1), both non-negative integers.
+Result<memory::HeadRef> ParseHead(const std::string& s) {
+  const size_t dot = s.find('.');
+  auto number = [](const std::string& t, int* out) {
+    if (t.empty() || t.size() > 6 || t.find_first_not_of("0123456789") != std::string::npos) {
+      return false;
+    }
+    *out = std::stoi(t);
+    return true;
+  };
+  memory::HeadRef h;
+  if (dot == std::string::npos || !number(s.substr(0, dot), &h.layer) ||
+      !number(s.substr(dot + 1), &h.head)) {
+    return InvalidArgument("--retrieval-heads: '" + s + "' is not LAYER.HEAD (e.g. 7.1)");
+  }
+  return h;
+}
+
+int Run(LocomoOptions o) {
   if (o.limit < 0 || o.conversations < 0 || o.answer_tokens <= 0) {
     return Fail(InvalidArgument("--limit and --conversations must be >= 0, --answer-tokens > 0"));
+  }
+  for (const std::string& s : o.retrieval_heads) {
+    auto h = ParseHead(s);
+    if (!h.ok()) return Fail(h.status());
+    o.sweep.retrieval_heads.push_back(*h);
   }
   auto methods = eval::ExpandLocomoMethods(o.sweep);
   if (!methods.ok()) return Fail(methods.status());
@@ -198,7 +222,8 @@ void AddEvalLocomoCommand(CLI::App& eval) {
   cmd->add_option("--data", o->data,
                   "LoCoMo .json files or directories (default: $KVMEM_DATA/locomo, else "
                   "../shared/data/locomo)");
-  cmd->add_option("--methods", o->sweep.names, "full, memart, memart-coupled, bm25, embed, h2o")
+  cmd->add_option("--methods", o->sweep.names,
+                  "full, memart, memart-coupled, memart-heads, bm25, embed, h2o")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--k", o->sweep.top_k, "MemArt blocks retrieved per layer (a sweep)")
@@ -217,6 +242,10 @@ void AddEvalLocomoCommand(CLI::App& eval) {
       ->capture_default_str();
   cmd->add_option("--keep-last", o->sweep.keep_last, "MemArt: latest history tokens always read")
       ->capture_default_str();
+  cmd->add_option("--retrieval-heads", o->retrieval_heads,
+                  "memart-heads: LAYER.HEAD query heads that choose one block set for every layer "
+                  "(a deviation; find them with --head-report on other conversations)")
+      ->delimiter(',');
   cmd->add_option("--bm25-k", o->sweep.bm25_k, "BM25: turns re-inserted (a sweep)")
       ->delimiter(',')
       ->capture_default_str();

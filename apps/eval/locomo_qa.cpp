@@ -206,7 +206,15 @@ class Runner {
         const int bs = m.memart.block_size;
         if (!memart.count(bs)) {
           const auto t0 = Clock::now();
-          auto mem = Ingest(m, &memart_pools[bs]);
+          // The pool holds the history and the working rows of the largest retrieval of any
+          // method that reads this history.
+          int64_t retrieved = 0;
+          for (const LocomoMethod& o : methods) {
+            if (o.kind != LocomoMethodKind::kMemArt || o.memart.block_size != bs) continue;
+            retrieved = std::max(retrieved, int64_t{o.memart.top_k} * bs + o.memart.keep_first +
+                                                o.memart.keep_last + 2 * bs);
+          }
+          auto mem = Ingest(m, retrieved, &memart_pools[bs]);
           if (!mem.ok()) return mem.status();
           memart[bs] = std::move(*mem);
           r.ingest_seconds += Since(t0);
@@ -479,10 +487,9 @@ class Runner {
     return Status::Ok();
   }
 
-  Result<std::unique_ptr<memory::MemArtMemory>> Ingest(const LocomoMethod& m,
+  // The history of method m, in a pool with room for `retrieved` working rows besides it.
+  Result<std::unique_ptr<memory::MemArtMemory>> Ingest(const LocomoMethod& m, int64_t retrieved,
                                                        std::unique_ptr<kv::KvPool>* pool) {
-    const int64_t retrieved = int64_t{m.memart.top_k} * m.memart.block_size + m.memart.keep_first +
-                              m.memart.keep_last + 2 * m.memart.block_size;
     *pool = MakePool(static_cast<int64_t>(hist_.all.size()) + retrieved + 1024);
     auto mem = memory::MemArtMemory::Create(model_, pool->get(), m.memart);
     if (!mem.ok()) return mem.status();
@@ -598,9 +605,12 @@ Result<std::vector<LocomoMethod>> ExpandLocomoMethods(const LocomoSweep& sweep) 
         m.h2o.budget = b;
         out.push_back(std::move(m));
       }
-    } else if (name == "memart" || name == "memart-coupled") {
+    } else if (name == "memart" || name == "memart-coupled" || name == "memart-heads") {
       if (sweep.block_sizes.empty() || sweep.strategies.empty() || sweep.top_k.empty()) {
         return InvalidArgument("--bs, --strategies and --k need at least one value each");
+      }
+      if (name == "memart-heads" && sweep.retrieval_heads.empty()) {
+        return InvalidArgument("memart-heads needs --retrieval-heads");
       }
       for (int bs : sweep.block_sizes) {
         for (const std::string& st : sweep.strategies) {
@@ -614,6 +624,7 @@ Result<std::vector<LocomoMethod>> ExpandLocomoMethods(const LocomoSweep& sweep) 
             c.keep_first = sweep.keep_first;
             c.keep_last = sweep.keep_last;
             c.coupled_positions = name == "memart-coupled";
+            if (name == "memart-heads") c.retrieval_heads = sweep.retrieval_heads;
             KVMEM_RETURN_IF_ERROR(memory::ValidateMemArtConfig(c));
             LocomoMethod m;
             m.name = name + "/" + st + "/bs" + std::to_string(bs) + "/k" + std::to_string(k);
@@ -625,7 +636,7 @@ Result<std::vector<LocomoMethod>> ExpandLocomoMethods(const LocomoSweep& sweep) 
       }
     } else {
       return InvalidArgument("unknown method '" + name +
-                             "' (full, memart, memart-coupled, bm25, embed, h2o)");
+                             "' (full, memart, memart-coupled, memart-heads, bm25, embed, h2o)");
     }
   }
   return out;

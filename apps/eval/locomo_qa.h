@@ -92,11 +92,12 @@ struct LocomoMethodResult {
   double ingest_seconds = 0;     // full, memart, h2o: feeding the history
 };
 
-// The methods a command line names: `names` from {full, memart, memart-coupled, bm25, embed,
-// h2o}; memart expands to every block size x strategy x top_k (memart-coupled likewise, with
-// coupled positions), bm25 and embed to every k of theirs, h2o to every budget. Names: "full",
-// "memart/<strategy>/bs<BS>/k<K>", "memart-coupled/...", "bm25/k<K>", "embed/k<K>",
-// "h2o/b<BUDGET>". InvalidArgument on an unknown name or empty sweep.
+// The methods a command line names: `names` from {full, memart, memart-coupled, memart-heads,
+// bm25, embed, h2o}; memart expands to every block size x strategy x top_k (memart-coupled
+// likewise, with coupled positions; memart-heads with the retrieval heads), bm25 and embed to
+// every k of theirs, h2o to every budget. Names: "full", "memart/<strategy>/bs<BS>/k<K>",
+// "memart-coupled/...", "memart-heads/...", "bm25/k<K>", "embed/k<K>", "h2o/b<BUDGET>".
+// InvalidArgument on an unknown name or empty sweep.
 struct LocomoSweep {
   std::vector<std::string> names = {"full", "memart", "bm25"};
   std::vector<int> block_sizes = {16};
@@ -108,6 +109,8 @@ struct LocomoSweep {
   std::vector<int> h2o_budget = {256};
   int keep_first = 0;
   int keep_last = 0;
+  // memart-heads: the query heads that choose one block set for every layer.
+  std::vector<memory::HeadRef> retrieval_heads;
 };
 Result<std::vector<LocomoMethod>> ExpandLocomoMethods(const LocomoSweep& sweep);
 

@@ -75,6 +75,22 @@ TEST(LocomoMethods, RefusesBadInput) {
   EXPECT_FALSE(ExpandLocomoMethods(s).ok());
 }
 
+TEST(LocomoMethods, MemArtHeadsCarryTheirHeads) {
+  LocomoSweep s;
+  s.names = {"memart", "memart-heads"};
+  s.strategies = {"rr-max"};
+  EXPECT_FALSE(ExpandLocomoMethods(s).ok());  // no heads given
+  s.retrieval_heads = {{7, 1}, {5, 3}};
+  auto m = ExpandLocomoMethods(s);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  ASSERT_EQ(m->size(), 2u);
+  EXPECT_EQ((*m)[0].name, "memart/rr-max/bs16/k16");
+  EXPECT_TRUE((*m)[0].memart.retrieval_heads.empty());
+  EXPECT_EQ((*m)[1].name, "memart-heads/rr-max/bs16/k16");
+  EXPECT_EQ((*m)[1].kind, LocomoMethodKind::kMemArt);
+  EXPECT_EQ((*m)[1].memart.retrieval_heads, s.retrieval_heads);
+}
+
 TEST(LocomoMethods, ExpandsH2oBudgets) {
   LocomoSweep s;
   s.names = {"h2o"};

@@ -4,7 +4,8 @@
 //     after two remembered turns gives the logits of one plain pass over all the tokens;
 //   - layer 0's retrieved blocks equal a double-precision re-implementation of Eq. 2-4 (boxes
 //     from the history's keys un-rotated directly, softmax-sum, top-k) on layer 0's queries
-//     (which retrieval cannot influence), and likewise with the exact max q . k per block;
+//     (which retrieval cannot influence), and likewise with the exact max q . k per block, and
+//     with one retrieval head of layer 0 choosing for every layer;
 //   - every working row holds its history row's key rotated to the new position (checked
 //     against a direct double-precision rotation) and the same value;
 //   - coupled positions put the rows at their original positions and the query after the
@@ -58,7 +59,8 @@ class MemArtTest : public ::testing::TestWithParam<const char*> {
     return mem.ok() ? std::move(*mem) : nullptr;
   }
 
-  void CheckLayer0Selection(BlockScore block_score);
+  void CheckLayer0Selection(BlockScore block_score, int retrieval_head = -1);
+  void CheckAllBlocksEqualFullContext(bool retrieval_heads);
 
   std::unique_ptr<TempFile> file_;
   std::unique_ptr<model::Model> model_;
@@ -68,9 +70,18 @@ class MemArtTest : public ::testing::TestWithParam<const char*> {
 };
 
 TEST_P(MemArtTest, AllBlocksRetrievedEqualsFullContext) {
+  for (const bool heads : {false, true}) {
+    SCOPED_TRACE(heads ? "retrieval heads (two passes)" : "per-layer choice");
+    pool_ = std::make_unique<kv::KvPool>(model_->kv_geometry(32), 64);
+    CheckAllBlocksEqualFullContext(heads);
+  }
+}
+
+void MemArtTest::CheckAllBlocksEqualFullContext(bool retrieval_heads) {
   MemArtConfig config;
   config.block_size = 8;
   config.top_k = 1000;
+  if (retrieval_heads) config.retrieval_heads = {{1, 0}};
   auto mem = Make(config);
   Remember(mem.get(), 0, 70);
   Remember(mem.get(), 70, 131);  // 131 rows: the last block is partial
@@ -123,11 +134,13 @@ std::vector<double> RawKey(const model::Model& model, const kv::KvPool& pool, kv
 }
 
 // Layer 0's choice against Eq. 2-4 computed directly (kUpperBound), or with Eq. 3 replaced by the
-// exact maximum of q . k over each block's keys (kExact).
-void MemArtTest::CheckLayer0Selection(BlockScore block_score) {
+// exact maximum of q . k over each block's keys (kExact). With retrieval_head >= 0, that query
+// head of layer 0 alone chooses (MemArtConfig::retrieval_heads), and every layer reads its set.
+void MemArtTest::CheckLayer0Selection(BlockScore block_score, int retrieval_head) {
   const model::ModelSpec& s = model_->spec();
   MemArtConfig config;
   config.strategy.block_score = block_score;
+  if (retrieval_head >= 0) config.retrieval_heads = {{0, retrieval_head}};
   config.block_size = 8;
   config.top_k = 3;
   config.keep_first = 8;  // block 0
@@ -165,6 +178,7 @@ void MemArtTest::CheckLayer0Selection(BlockScore block_score) {
   std::vector<double> score(n_blocks, 0.0);
   for (int t = 0; t < q1 - q0; ++t) {
     for (int h = 0; h < s.n_heads; ++h) {
+      if (retrieval_head >= 0 && h != retrieval_head) continue;
       std::vector<double> qr(s.head_dim_k);
       for (int d = 0; d < s.head_dim_k; ++d) qr[d] = q[(t * s.n_heads + h) * s.head_dim_k + d];
       RotateDirect(&qr, model_->rope_specs()[0], -(r_rows + t));  // position-free
@@ -228,6 +242,9 @@ void MemArtTest::CheckLayer0Selection(BlockScore block_score) {
     EXPECT_EQ(got, want);
   }
   for (const auto& layer : rep.blocks) EXPECT_EQ(layer.size(), 5u);
+  if (retrieval_head >= 0) {
+    for (const auto& layer : rep.blocks) EXPECT_EQ(layer, got);
+  }
 
   // Working rows of every layer: the history rows of the chosen blocks, keys rotated from
   // position r to position i, values unchanged.
@@ -263,6 +280,25 @@ TEST_P(MemArtTest, Layer0SelectionMatchesDirectEquations) {
 
 TEST_P(MemArtTest, Layer0ExactSelectionMatchesDirectMaxDot) {
   CheckLayer0Selection(BlockScore::kExact);
+}
+
+TEST_P(MemArtTest, RetrievalHeadChoosesForEveryLayer) {
+  CheckLayer0Selection(BlockScore::kUpperBound, 1);
+}
+
+TEST_P(MemArtTest, RetrievalHeadsMustBeHeadsOfTheModel) {
+  MemArtConfig config;
+  config.retrieval_heads = {{model_->spec().n_layers, 0}};
+  EXPECT_FALSE(MemArtMemory::Create(*model_, pool_.get(), config).ok());
+  config.retrieval_heads = {{0, model_->spec().n_heads}};
+  EXPECT_FALSE(MemArtMemory::Create(*model_, pool_.get(), config).ok());
+  config.retrieval_heads = {{0, -1}};
+  EXPECT_FALSE(MemArtMemory::Create(*model_, pool_.get(), config).ok());
+  config.retrieval_heads = {};
+  auto mem = MemArtMemory::Create(*model_, pool_.get(), config);
+  ASSERT_TRUE(mem.ok());
+  config.retrieval_heads = {{-1, 0}};
+  EXPECT_FALSE((*mem)->Reconfigure(config).ok());
 }
 
 TEST_P(MemArtTest, CoupledPositionsKeepOriginalPlaces) {

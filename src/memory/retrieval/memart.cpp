@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cmath>
 #include <map>
 
 #include "engine/forward.h"
@@ -32,6 +33,7 @@ std::vector<std::pair<int64_t, int>> RetrievalReport::BlockVotes() const {
 Result<std::unique_ptr<MemArtMemory>> MemArtMemory::Create(const model::Model& model,
                                                            kv::KvPool* pool, MemArtConfig config) {
   if (Status st = ValidateMemArtConfig(config); !st.ok()) return st;
+  KVMEM_RETURN_IF_ERROR(CheckHeads(model.spec(), config));
   if (pool->layout().k == kernels::KType::kKivi4) {
     return Unsupported("memart: kivi4 K is not supported (working rows are written out of order)");
   }
@@ -84,6 +86,7 @@ MemArtMemory::~MemArtMemory() = default;
 
 Status MemArtMemory::Reconfigure(const MemArtConfig& config) {
   if (Status st = ValidateMemArtConfig(config); !st.ok()) return st;
+  KVMEM_RETURN_IF_ERROR(CheckHeads(model_.spec(), config));
   if (config.block_size != config_.block_size) {
     return InvalidArgument("memart: the block size of an existing history cannot change");
   }
@@ -180,6 +183,65 @@ void MemArtMemory::CoupleLayerView(int layer, const std::vector<int64_t>& blocks
   list.insert(list.end(), rest.begin(), rest.end());
 }
 
+Status MemArtMemory::CheckHeads(const model::ModelSpec& spec, const MemArtConfig& config) {
+  for (const HeadRef& h : config.retrieval_heads) {
+    if (h.layer < 0 || h.layer >= spec.n_layers || h.head < 0 || h.head >= spec.n_heads) {
+      return InvalidArgument("memart: retrieval head " + std::to_string(h.layer) + "." +
+                             std::to_string(h.head) + " is not a query head of the model (" +
+                             std::to_string(spec.n_layers) + " layers of " +
+                             std::to_string(spec.n_heads) + ")");
+    }
+  }
+  return Status::Ok();
+}
+
+Status MemArtMemory::ResetWorking(int64_t r_rows) {
+  working_->Clear();
+  working_rows_.clear();
+  if (r_rows > 0) {
+    auto rows = working_->AppendRows(static_cast<int>(r_rows), 0);
+    if (!rows.ok()) return rows.status().WithContext("memart: retrieved rows");
+    working_rows_ = std::move(*rows);
+    for (size_t i = 0; i < working_rows_.size(); ++i) {
+      pool_->set_rotated_pos(working_rows_[i], static_cast<int64_t>(i));
+    }
+  }
+  return Status::Ok();
+}
+
+Status MemArtMemory::RunQuery(std::span<const int32_t> tokens, ThreadPool* pool,
+                              const ChooseBlocks& choose, int last_layer, bool observe) {
+  const model::ModelSpec& spec = model_.spec();
+  engine::Batch batch;
+  batch.tokens.assign(tokens.begin(), tokens.end());
+  for (size_t i = 0; i < tokens.size(); ++i) batch.positions.push_back(first_query_pos_ + i);
+  engine::ForwardPass fp(model_, pool);
+  std::vector<float> raw_q;
+  fp.set_tap([&](const engine::TapContext& tap) {
+    const int l = tap.layer();
+    const int n = tap.n_tokens();
+    raw_q.assign(tap.q().begin(), tap.q().end());
+    const kv::RopeSpec& rope = rope_[l];
+    for (int t = 0; t < n; ++t) {  // un-rotate: the boxes hold position-free keys
+      if (rope.rot_dim == 0) break;
+      kernels::Rope(raw_q.data() + static_cast<size_t>(t) * spec.q_dim(), spec.n_heads,
+                    spec.head_dim_k, rope.rot_dim, -tap.positions()[t], rope.freq_base,
+                    rope.mode);
+    }
+    if (observe && observer_) observer_(l, raw_q, n);
+    std::vector<int64_t> chosen = choose(l, raw_q.data(), n);
+    PlaceLayer(l, chosen);
+    if (config_.coupled_positions) CoupleLayerView(l, chosen);
+  });
+  if (Status st = fp.Begin(batch, working_.get()); !st.ok()) return st;
+  for (int l = 0; l <= last_layer && !fp.done(); ++l) fp.StepLayer();
+  if (fp.done()) {
+    std::vector<float> logits;
+    fp.Finish(&logits);
+  }
+  return Status::Ok();
+}
+
 Status MemArtMemory::BeginTurn(std::span<const int32_t> tokens, ThreadPool* pool,
                                RetrievalReport* report) {
   if (in_turn_) return FailedPrecondition("memart: a turn is already open");
@@ -194,80 +256,104 @@ Status MemArtMemory::BeginTurn(std::span<const int32_t> tokens, ThreadPool* pool
   rep.retrieved_rows = r_rows;
   rep.query_tokens = static_cast<int64_t>(tokens.size());
   rep.blocks.assign(spec.n_layers, {});
-
-  working_->Clear();
-  working_rows_.clear();
-  if (r_rows > 0) {
-    auto rows = working_->AppendRows(static_cast<int>(r_rows), 0);
-    if (!rows.ok()) return rows.status().WithContext("memart: retrieved rows");
-    working_rows_ = std::move(*rows);
-    for (size_t i = 0; i < working_rows_.size(); ++i) {
-      pool_->set_rotated_pos(working_rows_[i], static_cast<int64_t>(i));
-    }
-  }
   first_query_pos_ = config_.coupled_positions ? history_rows() : r_rows;
+  auto fail = [&](Status st, const char* what) {
+    working_->Clear();
+    working_rows_.clear();
+    return st.WithContext(what);
+  };
+  if (Status st = ResetWorking(r_rows); !st.ok()) return fail(st, "memart: turn");
 
-  // The set of one layer given its query rows (position-free), chronological.
+  // Rows (n_tokens * n_heads, n_blocks) of block scores of one layer's query (Eq. 3, or a
+  // deviation of block_scoring.h).
   std::vector<float> bounds, raw_keys;
-  auto select = [&](int layer, const float* q, int n_tokens) {
-    std::vector<int64_t> chosen = kept;
-    if (k_eff > 0) {
-      std::vector<double> score(n_blocks(), 0.0);
-      if (n_tokens > 0 && config_.strategy.block_score == BlockScore::kExact) {
-        RawKeys(layer, &raw_keys);
-        BlockExactScores(raw_keys, spec.n_kv_heads, spec.head_dim_k, config_.block_size, q,
-                         n_tokens, spec.n_heads, spec.attn_scale(), pool, &bounds);
-      } else if (n_tokens > 0) {
-        BlockUpperBounds(index_, layer, q, n_tokens, spec.n_heads, spec.attn_scale(), pool,
-                         &bounds, config_.strategy.block_score);
-      }
-      if (n_tokens > 0) {
-        score = AggregateScores(bounds, static_cast<int64_t>(n_tokens) * spec.n_heads, n_blocks(),
-                                config_.strategy);
-      }
-      std::vector<double> cand_score(candidates.size());
-      for (size_t i = 0; i < candidates.size(); ++i) cand_score[i] = score[candidates[i]];
-      for (int64_t i : TopKChronological(cand_score, k_eff)) chosen.push_back(candidates[i]);
-      std::sort(chosen.begin(), chosen.end());
+  auto score_rows = [&](int layer, const float* q, int n_tokens) {
+    if (config_.strategy.block_score == BlockScore::kExact) {
+      RawKeys(layer, &raw_keys);
+      BlockExactScores(raw_keys, spec.n_kv_heads, spec.head_dim_k, config_.block_size, q,
+                       n_tokens, spec.n_heads, spec.attn_scale(), pool, &bounds);
+    } else {
+      BlockUpperBounds(index_, layer, q, n_tokens, spec.n_heads, spec.attn_scale(), pool,
+                       &bounds, config_.strategy.block_score);
     }
+  };
+  // The always-kept blocks and the top k_eff candidates by `score`, chronological.
+  auto top = [&](const std::vector<double>& score) {
+    std::vector<int64_t> chosen = kept;
+    if (k_eff == 0) return chosen;
+    std::vector<double> cand_score(candidates.size());
+    for (size_t i = 0; i < candidates.size(); ++i) cand_score[i] = score[candidates[i]];
+    for (int64_t i : TopKChronological(cand_score, k_eff)) chosen.push_back(candidates[i]);
+    std::sort(chosen.begin(), chosen.end());
     return chosen;
   };
-  auto place = [&](int layer, std::vector<int64_t> chosen) {
-    PlaceLayer(layer, chosen);
-    if (config_.coupled_positions) CoupleLayerView(layer, chosen);
-    rep.blocks[layer] = std::move(chosen);
+  // The paper's choice: per layer, every query row of the layer.
+  auto per_layer = [&](int layer, const float* q, int n_tokens) {
+    std::vector<double> score(n_blocks(), 0.0);
+    if (k_eff > 0 && n_tokens > 0) {
+      score_rows(layer, q, n_tokens);
+      score = AggregateScores(bounds, static_cast<int64_t>(n_tokens) * spec.n_heads, n_blocks(),
+                              config_.strategy);
+    }
+    return top(score);
+  };
+  auto record = [&](const ChooseBlocks& choose) {
+    return [&, choose](int layer, const float* q, int n) {
+      std::vector<int64_t> chosen = choose(layer, q, n);
+      rep.blocks[layer] = chosen;
+      return chosen;
+    };
   };
 
   if (tokens.empty()) {
-    for (int l = 0; l < spec.n_layers; ++l) place(l, select(l, nullptr, 0));
-  } else {
-    engine::Batch batch;
-    batch.tokens.assign(tokens.begin(), tokens.end());
-    for (size_t i = 0; i < tokens.size(); ++i) batch.positions.push_back(first_query_pos_ + i);
-    engine::ForwardPass fp(model_, pool);
-    std::vector<float> raw_q;
-    fp.set_tap([&](const engine::TapContext& tap) {
-      const int l = tap.layer();
-      const int n = tap.n_tokens();
-      raw_q.assign(tap.q().begin(), tap.q().end());
-      const kv::RopeSpec& rope = rope_[l];
-      for (int t = 0; t < n; ++t) {  // un-rotate: the boxes hold position-free keys
-        if (rope.rot_dim == 0) break;
-        kernels::Rope(raw_q.data() + static_cast<size_t>(t) * spec.q_dim(), spec.n_heads,
-                      spec.head_dim_k, rope.rot_dim, -tap.positions()[t], rope.freq_base,
-                      rope.mode);
-      }
-      if (observer_) observer_(l, raw_q, n);
-      place(l, select(l, raw_q.data(), n));
-    });
-    if (Status st = fp.Begin(batch, working_.get()); !st.ok()) {
-      working_->Clear();
-      working_rows_.clear();
-      return st.WithContext("memart: query prefill");
+    for (int l = 0; l < spec.n_layers; ++l) {
+      rep.blocks[l] = per_layer(l, nullptr, 0);
+      PlaceLayer(l, rep.blocks[l]);
+      if (config_.coupled_positions) CoupleLayerView(l, rep.blocks[l]);
     }
-    while (!fp.done()) fp.StepLayer();
-    std::vector<float> logits;
-    fp.Finish(&logits);
+  } else if (config_.retrieval_heads.empty() || k_eff == 0) {
+    if (Status st = RunQuery(tokens, pool, record(per_layer), spec.n_layers - 1, true); !st.ok()) {
+      return fail(st, "memart: query prefill");
+    }
+  } else {
+    // Pass 1, through the last retrieval head's layer: the retrieval heads' rows, normalized
+    // per row and aggregated (Table 1) over all of them, in whichever layers they are.
+    int last = 0;
+    for (const HeadRef& h : config_.retrieval_heads) last = std::max(last, h.layer);
+    const bool sum = config_.strategy.agg == ScoreAgg::kSum;
+    std::vector<double> score(n_blocks(), sum ? 0.0 : -INFINITY);
+    std::vector<float> rows;
+    auto scouting = [&](int layer, const float* q, int n_tokens) {
+      std::vector<int64_t> chosen = per_layer(layer, q, n_tokens);
+      rows.clear();
+      int64_t n_rows = 0;
+      for (const HeadRef& h : config_.retrieval_heads) {
+        if (h.layer != layer) continue;
+        for (int t = 0; t < n_tokens; ++t) {
+          const float* src = bounds.data() + (static_cast<size_t>(t) * spec.n_heads + h.head) *
+                                                 n_blocks();
+          rows.insert(rows.end(), src, src + n_blocks());
+          ++n_rows;
+        }
+      }
+      if (n_rows > 0) {
+        const std::vector<double> s = AggregateScores(rows, n_rows, n_blocks(), config_.strategy);
+        for (int64_t b = 0; b < n_blocks(); ++b) {
+          score[b] = sum ? score[b] + s[b] : std::max(score[b], s[b]);
+        }
+      }
+      return chosen;
+    };
+    if (Status st = RunQuery(tokens, pool, scouting, last, false); !st.ok()) {
+      return fail(st, "memart: retrieval heads' pass");
+    }
+    // Pass 2: every layer reads the retrieval heads' choice.
+    const std::vector<int64_t> chosen = top(score);
+    if (Status st = ResetWorking(r_rows); !st.ok()) return fail(st, "memart: turn");
+    auto shared = [&](int, const float*, int) { return chosen; };
+    if (Status st = RunQuery(tokens, pool, record(shared), spec.n_layers - 1, true); !st.ok()) {
+      return fail(st, "memart: query prefill");
+    }
   }
   in_turn_ = true;
   if (report != nullptr) *report = std::move(rep);

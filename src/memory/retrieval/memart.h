@@ -24,6 +24,13 @@
 //      history longer than the model's window puts the query beyond it.
 //   4. EndTurn(keep) appends the working rows after the retrieved ones (prompt and reply) to the
 //      history, re-rotated to positions N.., and widens/adds their blocks' boxes.
+// Retrieval heads (MemArtConfig::retrieval_heads, a deviation; off by default): the query runs
+// twice. The first pass goes up to the last layer holding a retrieval head, each layer reading
+// its own choice as in 2; there the retrieval heads' rows alone are scored, normalized and
+// aggregated as in 2, into one score per block. The second pass prefills the query with every
+// layer reading the top_k of that score (and the always-kept blocks). Which heads point at the
+// evidence is measured on other data (`kvmem eval locomo --head-report`), as query-focused
+// retrieval heads are (Zhang et al. 2025, QRHead).
 // Storage formats: any per-row KV format (f16, q8_0, q4_0); kivi4 K is refused, since the
 // working rows of a layer are written after the query's.
 // Not thread-safe; one turn at a time.
@@ -45,6 +52,13 @@
 
 namespace kvmem::memory {
 
+// One query head of one layer.
+struct HeadRef {
+  int layer = 0;
+  int head = 0;
+  bool operator==(const HeadRef&) const = default;
+};
+
 struct MemArtConfig {
   int block_size = 16;  // BS rows per memory block: 8, 16 or 32
   int top_k = 32;       // retrieved blocks per layer beyond the always-kept ones
@@ -52,6 +66,9 @@ struct MemArtConfig {
   int keep_first = 0;  // tokens at the start of the history always read (system prompt)
   int keep_last = 0;   // most recent history tokens always read (the last turns)
   bool coupled_positions = false;
+  // Deviation, empty by default (the paper's per-layer choice): these query heads alone choose
+  // one block set that every layer reads ("Retrieval heads" above).
+  std::vector<HeadRef> retrieval_heads;
 };
 Status ValidateMemArtConfig(const MemArtConfig& config);
 
@@ -82,6 +99,8 @@ class MemArtMemory {
   ~MemArtMemory();
 
   const MemArtConfig& config() const { return config_; }
+  // InvalidArgument when a retrieval head is not a query head of the model.
+  static Status CheckHeads(const model::ModelSpec& spec, const MemArtConfig& config);
   // Changes how later turns retrieve (top_k, strategy, always-kept parts, positions); the block
   // size stays. InvalidArgument on a bad config or a different block size, or inside a turn.
   Status Reconfigure(const MemArtConfig& config);
@@ -122,6 +141,14 @@ class MemArtMemory {
   void IndexRow(kv::RowRef row, int64_t pos);
   // Working rows [0, R) of `layer` in the view, at their original positions (coupled).
   void CoupleLayerView(int layer, const std::vector<int64_t>& blocks);
+  // Empties the working sequence and appends the R rows retrieved rows go to.
+  Status ResetWorking(int64_t r_rows);
+  // Prefills `tokens` after the R working rows, calling choose(layer, position-free q, n) for
+  // the blocks each layer reads, through layer `last_layer` (the query is abandoned after it
+  // when that is not the model's last layer); `observe`: the query observer sees this pass.
+  using ChooseBlocks = std::function<std::vector<int64_t>(int layer, const float* q, int n)>;
+  Status RunQuery(std::span<const int32_t> tokens, ThreadPool* pool, const ChooseBlocks& choose,
+                  int last_layer, bool observe);
 
   const model::Model& model_;
   kv::KvPool* pool_;
