@@ -86,7 +86,7 @@ def plot_heads(plt, data, dst):
     grid = [[0.0] * n_heads for _ in range(n_layers)]
     for h in heads:
         grid[h["layer"]][h["head"]] = h["hit_rate"]
-    fig, ax = plt.subplots(figsize=(1.2 + 0.45 * n_heads, 1.0 + 0.22 * n_layers))
+    fig, ax = plt.subplots(figsize=(max(4.8, 1.2 + 0.45 * n_heads), 1.0 + 0.22 * n_layers))
     im = ax.imshow(grid, aspect="auto", cmap="viridis", vmin=0.0)
     fig.colorbar(im, ax=ax, label=f"evidence turns in the head's top {e['top_k']}")
     ax.set_xlabel("query head")
