@@ -34,8 +34,8 @@ void EvidenceHeads::AddLayer(int layer, std::span<const float> scores, int n_tok
       return above < top_k_;
     };
     for (const BlockRange& turn : evidence) {
-      for (int64_t b = std::max<int64_t>(0, turn.first);
-           b <= std::min(turn.second, n_blocks - 1); ++b) {
+      for (int64_t b = std::max<int64_t>(0, turn.first); b <= std::min(turn.second, n_blocks - 1);
+           ++b) {
         if (in_top(b)) {
           ++hits_[static_cast<size_t>(layer) * n_heads_ + h];
           break;

@@ -517,8 +517,8 @@ class Runner {
         const model::ModelSpec& s = model_.spec();
         mem->set_query_observer([&](int layer, std::span<const float> raw_q, int n) {
           mem->RawKeys(layer, &keys);
-          memory::BlockExactScores(keys, s.n_kv_heads, s.head_dim_k, bs, raw_q.data(), n,
-                                   s.n_heads, s.attn_scale(), pool_, &scores);
+          memory::BlockExactScores(keys, s.n_kv_heads, s.head_dim_k, bs, raw_q.data(), n, s.n_heads,
+                                   s.attn_scale(), pool_, &scores);
           o_.evidence_heads->AddLayer(layer, scores, n, mem->n_blocks(), evidence);
         });
       }

@@ -44,7 +44,7 @@ TEST(EvidenceHeads, HitsFollowEachHeadsTopKOfItsMaxOverTokens) {
 
 TEST(EvidenceHeads, BlockRangesAreClampedToTheHistory) {
   EvidenceHeads tally(2, 1, 1);
-  const std::vector<float> scores = {0.0f, 1.0f};  // 1 token, 1 head, 2 blocks: block 1 first
+  const std::vector<float> scores = {0.0f, 1.0f};     // 1 token, 1 head, 2 blocks: block 1 first
   const std::vector<BlockRange> evidence = {{1, 7}};  // runs past the history's 2 blocks
   tally.AddLayer(1, scores, 1, 2, evidence);
   tally.EndQuestion(evidence, 2);

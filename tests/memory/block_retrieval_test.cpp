@@ -182,7 +182,8 @@ TEST(BlockUpperBounds, CentreScoreIsTheDotWithTheBoxCentre) {
   std::mt19937 rng(4);
   for (int b = 0; b < n_blocks; ++b) {
     index.AddBlock();
-    for (int h = 0; h < n_kv; ++h) index.Enclose(b, 0, h, Gaussian(&rng, 4 * hd, 1.0f).data(), 4, hd);
+    for (int h = 0; h < n_kv; ++h)
+      index.Enclose(b, 0, h, Gaussian(&rng, 4 * hd, 1.0f).data(), 4, hd);
   }
   const std::vector<float> q = Gaussian(&rng, n_tokens * n_heads * hd, 1.0f);
   std::vector<float> got;
@@ -231,7 +232,8 @@ TEST(BlockExactScores, MaxDotOverEachBlocksKeys) {
   for (int64_t b = 0; b < n_blocks; ++b) {
     index.AddBlock();
     for (int64_t r = b * bs; r < std::min<int64_t>(n_keys, (b + 1) * bs); ++r) {
-      for (int g = 0; g < n_kv; ++g) index.Enclose(b, 0, g, keys.data() + (r * n_kv + g) * hd, 1, hd);
+      for (int g = 0; g < n_kv; ++g)
+        index.Enclose(b, 0, g, keys.data() + (r * n_kv + g) * hd, 1, hd);
     }
   }
   std::vector<float> bounds;

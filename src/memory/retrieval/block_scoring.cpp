@@ -29,9 +29,10 @@ Result<RetrievalStrategy> ParseStrategy(const std::string& name) {
       }
     }
   }
-  return InvalidArgument("unknown retrieval strategy '" + name +
-                         "' (softmax-sum, softmax-max, rr-sum, rr-max; -centre for centre scores, -exact for "
-                         "exact ones)");
+  return InvalidArgument(
+      "unknown retrieval strategy '" + name +
+      "' (softmax-sum, softmax-max, rr-sum, rr-max; -centre for centre scores, -exact for "
+      "exact ones)");
 }
 
 void BlockUpperBounds(const BlockIndex& index, int layer, const float* q, int n_tokens, int n_heads,
@@ -113,7 +114,8 @@ void BlockExactScores(std::span<const float> keys, int n_kv_heads, int head_dim,
       for (int j = 0; j < group; ++j) {
         const float* src = y.data() + (static_cast<size_t>(t) * group + j) * n_keys;
         float* dst = scores->data() + (static_cast<size_t>(t) * n_heads + g * group + j) * n_blocks;
-        for (int64_t i = 0; i < n_keys; ++i) dst[i / block_size] = std::fmax(dst[i / block_size], src[i]);
+        for (int64_t i = 0; i < n_keys; ++i)
+          dst[i / block_size] = std::fmax(dst[i / block_size], src[i]);
       }
     }
   }

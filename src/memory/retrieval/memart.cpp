@@ -225,8 +225,7 @@ Status MemArtMemory::RunQuery(std::span<const int32_t> tokens, ThreadPool* pool,
     for (int t = 0; t < n; ++t) {  // un-rotate: the boxes hold position-free keys
       if (rope.rot_dim == 0) break;
       kernels::Rope(raw_q.data() + static_cast<size_t>(t) * spec.q_dim(), spec.n_heads,
-                    spec.head_dim_k, rope.rot_dim, -tap.positions()[t], rope.freq_base,
-                    rope.mode);
+                    spec.head_dim_k, rope.rot_dim, -tap.positions()[t], rope.freq_base, rope.mode);
     }
     if (observe && observer_) observer_(l, raw_q, n);
     std::vector<int64_t> chosen = choose(l, raw_q.data(), n);
@@ -270,11 +269,11 @@ Status MemArtMemory::BeginTurn(std::span<const int32_t> tokens, ThreadPool* pool
   auto score_rows = [&](int layer, const float* q, int n_tokens) {
     if (config_.strategy.block_score == BlockScore::kExact) {
       RawKeys(layer, &raw_keys);
-      BlockExactScores(raw_keys, spec.n_kv_heads, spec.head_dim_k, config_.block_size, q,
-                       n_tokens, spec.n_heads, spec.attn_scale(), pool, &bounds);
+      BlockExactScores(raw_keys, spec.n_kv_heads, spec.head_dim_k, config_.block_size, q, n_tokens,
+                       spec.n_heads, spec.attn_scale(), pool, &bounds);
     } else {
-      BlockUpperBounds(index_, layer, q, n_tokens, spec.n_heads, spec.attn_scale(), pool,
-                       &bounds, config_.strategy.block_score);
+      BlockUpperBounds(index_, layer, q, n_tokens, spec.n_heads, spec.attn_scale(), pool, &bounds,
+                       config_.strategy.block_score);
     }
   };
   // The always-kept blocks and the top k_eff candidates by `score`, chronological.
@@ -330,8 +329,8 @@ Status MemArtMemory::BeginTurn(std::span<const int32_t> tokens, ThreadPool* pool
       for (const HeadRef& h : config_.retrieval_heads) {
         if (h.layer != layer) continue;
         for (int t = 0; t < n_tokens; ++t) {
-          const float* src = bounds.data() + (static_cast<size_t>(t) * spec.n_heads + h.head) *
-                                                 n_blocks();
+          const float* src =
+              bounds.data() + (static_cast<size_t>(t) * spec.n_heads + h.head) * n_blocks();
           rows.insert(rows.end(), src, src + n_blocks());
           ++n_rows;
         }

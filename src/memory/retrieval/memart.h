@@ -93,8 +93,8 @@ class MemArtMemory {
   // `pool`): its rows must sit at positions 0..N-1 in storage order. The block index is rebuilt
   // from the stored keys the way EndTurn builds it, so it equals the index before the save.
   // Corrupt when the sequence is not such a history.
-  static Result<std::unique_ptr<MemArtMemory>> Restore(const model::Model& model,
-                                                       kv::KvPool* pool, MemArtConfig config,
+  static Result<std::unique_ptr<MemArtMemory>> Restore(const model::Model& model, kv::KvPool* pool,
+                                                       MemArtConfig config,
                                                        std::unique_ptr<kv::KvSequence> history);
   ~MemArtMemory();
 
