@@ -246,6 +246,11 @@ void AddEvalLocomoCommand(CLI::App& eval) {
                   "memart-heads: LAYER.HEAD query heads that choose one block set for every layer "
                   "(a deviation; find them with --head-report on other conversations)")
       ->delimiter(',');
+  cmd->add_option("--neighbors", o->sweep.neighbors,
+                  "MemArt: adjacent blocks on either side each block chosen by score brings, "
+                  "within --k (a deviation, so a found block's turn is read; a sweep)")
+      ->delimiter(',')
+      ->capture_default_str();
   cmd->add_option("--bm25-k", o->sweep.bm25_k, "BM25: turns re-inserted (a sweep)")
       ->delimiter(',')
       ->capture_default_str();

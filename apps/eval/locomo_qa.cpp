@@ -35,8 +35,11 @@ double Since(Clock::time_point t0) {
 }
 
 // The history as the agent receives it: one piece per turn (its session's date line first when
-// it opens a session), tokenized piece by piece, so every method sees the same tokens.
+// it opens a session), tokenized piece by piece, so every method sees the same tokens. The chat
+// template's system turn, when it has one (SmolLM2's default system prompt), comes before it in
+// every method's context, as it opens an agent's memory; offsets here leave it out.
 struct History {
+  std::vector<int32_t> system;               // the system turn's tokens (with BOS), or none
   std::vector<std::string> text;             // (n_turns)
   std::vector<std::vector<int32_t>> tokens;  // (n_turns)
   std::vector<int64_t> first;                // (n_turns + 1) token offsets
@@ -44,15 +47,17 @@ struct History {
   std::vector<int32_t> all;
 };
 
-History BuildHistory(const LocomoConversation& c, const tokenizer::Tokenizer& tok) {
+History BuildHistory(const LocomoConversation& c, const tokenizer::Tokenizer& tok,
+                     const std::string& system) {
   const RenderedConversation r = RenderConversation(c);
   History h;
+  if (!system.empty()) h.system = tok.Encode(system, /*add_special=*/true, /*parse_special=*/true);
   size_t prev = 0;
   h.first.push_back(0);
   for (const TurnSpan& t : r.turns) {
     const size_t end = std::min(r.text.size(), t.end + 1);  // with the line break
     h.text.push_back(r.text.substr(prev, end - prev));
-    h.tokens.push_back(tok.Encode(h.text.back(), /*add_special=*/prev == 0));
+    h.tokens.push_back(tok.Encode(h.text.back(), /*add_special=*/prev == 0 && system.empty()));
     h.all.insert(h.all.end(), h.tokens.back().begin(), h.tokens.back().end());
     h.first.push_back(static_cast<int64_t>(h.all.size()));
     h.turn_of[t.dia_id] = h.text.size() - 1;
@@ -153,7 +158,19 @@ class Runner {
   Status Init() {
     auto tmpl = tokenizer::DetectChatTemplate(tok_.chat_template(), model_.spec().arch_name);
     if (!tmpl.ok()) return tmpl.status().WithContext("locomo: chat template");
+    // The system turn the template adds before a question on its own (SmolLM2's default system
+    // prompt) goes once before the history; questions are rendered without it.
     tmpl_ = *tmpl;
+    tokenizer::ChatTemplate bare = tmpl_;
+    bare.default_system_prompt.clear();
+    const tokenizer::ChatMessage probe{"user", "?"};
+    auto with = tokenizer::RenderChat(tmpl_, std::span(&probe, 1), true);
+    auto without = tokenizer::RenderChat(bare, std::span(&probe, 1), true);
+    if (!with.ok() || !without.ok() || !with->ends_with(*without)) {
+      return Internal("locomo: the chat template's system turn is not a prefix of its prompts");
+    }
+    system_ = with->substr(0, with->size() - without->size());
+    tmpl_ = bare;
     return Status::Ok();
   }
 
@@ -162,7 +179,7 @@ class Runner {
   Status Conversation(const LocomoConversation& c, const std::vector<LocomoMethod>& methods,
                       std::vector<LocomoMethodResult>* results) {
     conv_ = &c;
-    hist_ = BuildHistory(c, tok_);
+    hist_ = BuildHistory(c, tok_, system_);
     bm25_.reset();
     turn_embeddings_.clear();
     questions_.clear();
@@ -212,7 +229,8 @@ class Runner {
           for (const LocomoMethod& o : methods) {
             if (o.kind != LocomoMethodKind::kMemArt || o.memart.block_size != bs) continue;
             retrieved = std::max(retrieved, int64_t{o.memart.top_k} * bs + o.memart.keep_first +
-                                                o.memart.keep_last + 2 * bs);
+                                                o.memart.keep_last + 2 * bs +
+                                                static_cast<int64_t>(hist_.system.size()));
           }
           auto mem = Ingest(m, retrieved, &memart_pools[bs]);
           if (!mem.ok()) return mem.status();
@@ -273,26 +291,33 @@ class Runner {
   struct Window {
     int64_t h0 = 0;
     std::unique_ptr<kv::KvPool> pool;
+    std::vector<int32_t> context;  // the system turn, then the history from h0
   };
   Window HistoryWindow() const {
     size_t longest = 0;
     for (const Question& q : questions_)
       longest = std::max(longest, q.prompt.size() + q.gold.size());
     const int64_t window = model_.spec().n_ctx_train;
-    const int64_t room = window - static_cast<int64_t>(longest) - o_.answer_tokens - 8;
+    const int64_t room = window - static_cast<int64_t>(longest) - o_.answer_tokens - 8 -
+                         static_cast<int64_t>(hist_.system.size());
     const int64_t n = static_cast<int64_t>(hist_.all.size());
     Window w;
     w.h0 = std::max<int64_t>(0, n - std::max<int64_t>(room, 0));
-    w.pool = MakePool(n - w.h0 + static_cast<int64_t>(longest) + o_.answer_tokens + 64);
+    w.pool = MakePool(n - w.h0 + static_cast<int64_t>(hist_.system.size() + longest) +
+                      o_.answer_tokens + 64);
+    w.context = hist_.system;
+    w.context.insert(w.context.end(), hist_.all.begin() + w.h0, hist_.all.end());
     return w;
   }
 
-  // Share of turn t's tokens (all of them, truncated ones included) among `rows`: history rows
-  // h0.. by storage index, sorted.
+  // Share of turn t's tokens (all of them, truncated ones included) among `rows`: rows of a
+  // Window's context by storage index (the system turn's, then history tokens h0..), sorted.
   double TurnShare(size_t t, int64_t h0, const std::vector<int64_t>& rows) const {
     const int64_t len = hist_.first[t + 1] - hist_.first[t];
     if (len <= 0) return 0.0;
-    const int64_t a0 = std::max(hist_.first[t], h0) - h0, a1 = hist_.first[t + 1] - h0;
+    const auto sys = static_cast<int64_t>(hist_.system.size());
+    const int64_t a0 = std::max(hist_.first[t], h0) - h0 + sys;
+    const int64_t a1 = hist_.first[t + 1] - h0 + sys;
     if (a1 <= a0) return 0.0;
     const auto lo = std::lower_bound(rows.begin(), rows.end(), a0);
     const auto hi = std::lower_bound(lo, rows.end(), a1);
@@ -308,8 +333,7 @@ class Runner {
     seq.set_window_release(false);  // as in TextRetrieval: AnswerOn goes back to the prompt
     std::vector<float> logits;
     const auto t0 = Clock::now();
-    KVMEM_RETURN_IF_ERROR(
-        engine::Forward(model_, pool_, &seq, std::span(hist_.all).subspan(h0), 0, false, &logits));
+    KVMEM_RETURN_IF_ERROR(engine::Forward(model_, pool_, &seq, w.context, 0, false, &logits));
     r->ingest_seconds += Since(t0);
     const int64_t kept = seq.n_rows();
     for (const Question& q : questions_) {
@@ -353,8 +377,8 @@ class Runner {
     h->pool = std::move(w.pool);
     h->seq = std::make_unique<kv::KvSequence>(h->pool.get());
     h->scores = std::make_unique<memory::AttentionScores>(model_.spec());
-    KVMEM_RETURN_IF_ERROR(memory::ForwardScored(
-        model_, pool_, h->seq.get(), std::span(hist_.all).subspan(h->h0), 0, h->scores.get()));
+    KVMEM_RETURN_IF_ERROR(
+        memory::ForwardScored(model_, pool_, h->seq.get(), w.context, 0, h->scores.get()));
     return h;
   }
 
@@ -459,7 +483,7 @@ class Runner {
     for (const Question& q : questions_) {
       std::vector<size_t> turns = top_k(q);
       std::sort(turns.begin(), turns.end());  // history order
-      std::vector<int32_t> input;
+      std::vector<int32_t> input = hist_.system;
       for (size_t t : turns) {
         // BOS opens the text once, as it opens the history (whose first turn carries it).
         const std::vector<int32_t>& turn = hist_.tokens[t];
@@ -490,9 +514,14 @@ class Runner {
   // The history of method m, in a pool with room for `retrieved` working rows besides it.
   Result<std::unique_ptr<memory::MemArtMemory>> Ingest(const LocomoMethod& m, int64_t retrieved,
                                                        std::unique_ptr<kv::KvPool>* pool) {
-    *pool = MakePool(static_cast<int64_t>(hist_.all.size()) + retrieved + 1024);
-    auto mem = memory::MemArtMemory::Create(model_, pool->get(), m.memart);
+    *pool =
+        MakePool(static_cast<int64_t>(hist_.system.size() + hist_.all.size()) + retrieved + 1024);
+    auto mem = memory::MemArtMemory::Create(model_, pool->get(), ConfigOf(m));
     if (!mem.ok()) return mem.status();
+    if (!hist_.system.empty()) {
+      KVMEM_RETURN_IF_ERROR((*mem)->BeginTurn(hist_.system, pool_, nullptr));
+      KVMEM_RETURN_IF_ERROR((*mem)->EndTurn(true));
+    }
     for (size_t t = 0; t < hist_.tokens.size(); ++t) {
       KVMEM_RETURN_IF_ERROR((*mem)->BeginTurn(hist_.tokens[t], pool_, nullptr));
       KVMEM_RETURN_IF_ERROR((*mem)->EndTurn(true));
@@ -501,9 +530,17 @@ class Runner {
     return mem;
   }
 
+  // Method m's MemArt config, the system turn (the first rows of the history) always read.
+  memory::MemArtConfig ConfigOf(const LocomoMethod& m) const {
+    memory::MemArtConfig c = m.memart;
+    c.keep_first += static_cast<int>(hist_.system.size());
+    return c;
+  }
+
   Status MemArt(const LocomoMethod& m, memory::MemArtMemory* mem, LocomoMethodResult* r) {
-    KVMEM_RETURN_IF_ERROR(mem->Reconfigure(m.memart));
+    KVMEM_RETURN_IF_ERROR(mem->Reconfigure(ConfigOf(m)));
     const int bs = m.memart.block_size;
+    const auto sys = static_cast<int64_t>(hist_.system.size());
     const bool tally = o_.evidence_heads != nullptr && m.name == o_.evidence_heads_method;
     std::vector<float> keys, scores;
     for (const Question& q : questions_) {
@@ -511,7 +548,7 @@ class Runner {
       std::vector<BlockRange> evidence;  // the evidence turns' blocks, for the head tally
       for (size_t t : tally ? q.evidence : std::vector<size_t>{}) {
         if (hist_.first[t + 1] > hist_.first[t])
-          evidence.push_back({hist_.first[t] / bs, (hist_.first[t + 1] - 1) / bs});
+          evidence.push_back({(sys + hist_.first[t]) / bs, (sys + hist_.first[t + 1] - 1) / bs});
       }
       if (!evidence.empty()) {
         const model::ModelSpec& s = model_.spec();
@@ -539,7 +576,7 @@ class Runner {
       AddRecall(
           q.evidence,
           [&](size_t t) {
-            const int64_t a0 = hist_.first[t], a1 = hist_.first[t + 1];
+            const int64_t a0 = sys + hist_.first[t], a1 = sys + hist_.first[t + 1];
             if (a1 <= a0) return 0.0;
             double layers = 0;
             for (const std::vector<int64_t>& blocks : rep.blocks) {
@@ -562,7 +599,8 @@ class Runner {
   ThreadPool* pool_;
   const LocomoQaOptions& o_;
   const QaCallback& on_answer_;
-  tokenizer::ChatTemplate tmpl_;
+  tokenizer::ChatTemplate tmpl_;  // without a default system turn
+  std::string system_;            // the template's default system turn, rendered, or empty
   const LocomoConversation* conv_ = nullptr;
   History hist_;
   std::unique_ptr<Bm25Index> bm25_;     // of the conversation's turns, built on first use
@@ -606,8 +644,10 @@ Result<std::vector<LocomoMethod>> ExpandLocomoMethods(const LocomoSweep& sweep) 
         out.push_back(std::move(m));
       }
     } else if (name == "memart" || name == "memart-coupled" || name == "memart-heads") {
-      if (sweep.block_sizes.empty() || sweep.strategies.empty() || sweep.top_k.empty()) {
-        return InvalidArgument("--bs, --strategies and --k need at least one value each");
+      if (sweep.block_sizes.empty() || sweep.strategies.empty() || sweep.top_k.empty() ||
+          sweep.neighbors.empty()) {
+        return InvalidArgument(
+            "--bs, --strategies, --k and --neighbors need at least one value each");
       }
       if (name == "memart-heads" && sweep.retrieval_heads.empty()) {
         return InvalidArgument("memart-heads needs --retrieval-heads");
@@ -617,20 +657,24 @@ Result<std::vector<LocomoMethod>> ExpandLocomoMethods(const LocomoSweep& sweep) 
           auto strategy = memory::ParseStrategy(st);
           if (!strategy.ok()) return strategy.status();
           for (int k : sweep.top_k) {
-            memory::MemArtConfig c;
-            c.block_size = bs;
-            c.top_k = k;
-            c.strategy = *strategy;
-            c.keep_first = sweep.keep_first;
-            c.keep_last = sweep.keep_last;
-            c.coupled_positions = name == "memart-coupled";
-            if (name == "memart-heads") c.retrieval_heads = sweep.retrieval_heads;
-            KVMEM_RETURN_IF_ERROR(memory::ValidateMemArtConfig(c));
-            LocomoMethod m;
-            m.name = name + "/" + st + "/bs" + std::to_string(bs) + "/k" + std::to_string(k);
-            m.kind = LocomoMethodKind::kMemArt;
-            m.memart = c;
-            out.push_back(std::move(m));
+            for (int nb : sweep.neighbors) {
+              memory::MemArtConfig c;
+              c.block_size = bs;
+              c.top_k = k;
+              c.strategy = *strategy;
+              c.keep_first = sweep.keep_first;
+              c.keep_last = sweep.keep_last;
+              c.coupled_positions = name == "memart-coupled";
+              if (name == "memart-heads") c.retrieval_heads = sweep.retrieval_heads;
+              c.neighbors = nb;
+              KVMEM_RETURN_IF_ERROR(memory::ValidateMemArtConfig(c));
+              LocomoMethod m;
+              m.name = name + "/" + st + "/bs" + std::to_string(bs) + "/k" + std::to_string(k) +
+                       (nb > 0 ? "/nb" + std::to_string(nb) : "");
+              m.kind = LocomoMethodKind::kMemArt;
+              m.memart = c;
+              out.push_back(std::move(m));
+            }
           }
         }
       }

@@ -94,8 +94,10 @@ struct LocomoMethodResult {
 
 // The methods a command line names: `names` from {full, memart, memart-coupled, memart-heads,
 // bm25, embed, h2o}; memart expands to every block size x strategy x top_k (memart-coupled
-// likewise, with coupled positions; memart-heads with the retrieval heads), bm25 and embed to
-// every k of theirs, h2o to every budget. Names: "full", "memart/<strategy>/bs<BS>/k<K>",
+// likewise, with coupled positions; memart-heads with the retrieval heads) and neighbors, bm25
+// and embed to
+// every k of theirs, h2o to every budget. Names: "full", "memart/<strategy>/bs<BS>/k<K>"
+// ("/nb<N>" added for neighbors N > 0),
 // "memart-coupled/...", "memart-heads/...", "bm25/k<K>", "embed/k<K>", "h2o/b<BUDGET>".
 // InvalidArgument on an unknown name or empty sweep.
 struct LocomoSweep {
@@ -109,6 +111,8 @@ struct LocomoSweep {
   std::vector<int> h2o_budget = {256};
   int keep_first = 0;
   int keep_last = 0;
+  // memart: adjacent blocks each chosen block brings (MemArtConfig::neighbors), a sweep.
+  std::vector<int> neighbors = {0};
   // memart-heads: the query heads that choose one block set for every layer.
   std::vector<memory::HeadRef> retrieval_heads;
 };

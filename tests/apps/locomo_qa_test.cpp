@@ -113,13 +113,16 @@ TEST(LocomoMethods, ExpandsH2oBudgets) {
   EXPECT_FALSE(ExpandLocomoMethods(s).ok());
 }
 
+// ChatML, recognized by its markers (tokenizer/chat_template.h), without a system turn.
+constexpr const char* kChatMl =
+    "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n";
+
 // Ids 0..255: the bytes (GPT-2's byte alphabet), no merges; then ChatML's control tokens.
-tokenizer::TokenizerConfig ByteTokenizer() {
+tokenizer::TokenizerConfig ByteTokenizer(const std::string& chat_template = kChatMl) {
   tokenizer::TokenizerConfig c;
   c.model = "gpt2";
   c.pre = "gpt2";
-  // ChatML, recognized by its markers (tokenizer/chat_template.h), without a system turn.
-  c.chat_template = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n";
+  c.chat_template = chat_template;
   for (int b = 0; b < 256; ++b) {
     std::string piece;
     tokenizer::AppendUtf8(tokenizer::ByteToUnicode(static_cast<uint8_t>(b)), &piece);
@@ -275,6 +278,59 @@ TEST_P(LocomoTextTest, Bm25OfEveryTurnIsFullContext) {
     EXPECT_EQ(all[i].metrics.evidence_recall, 1.0);
     EXPECT_LE(two[i].metrics.prefill_tokens, full[i].metrics.prefill_tokens);
     EXPECT_TRUE(std::isfinite(two[i].metrics.answer_nll));
+  }
+}
+
+// A template with a default system turn (as SmolLM2's): the turn opens every method's context
+// once, before the history, and questions come without it. So full context, BM25 of every turn
+// and MemArt retrieving every block read the same tokens at the same positions, but only
+// MemArt keeps the system turn in memory: it prefills the question alone.
+TEST_P(LocomoTextTest, DefaultSystemTurnOpensEveryContext) {
+  const std::string system = "You are Tiny.";
+  auto t = tokenizer::Tokenizer::Create(
+      ByteTokenizer("{% if messages[0]['role'] != 'system' %}<|im_start|>system\n" + system +
+                    "<|im_end|>\n{% endif %}" + kChatMl));
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  tok_ = std::make_unique<tokenizer::Tokenizer>(std::move(*t));
+  // <|im_start|> "system\n" + system <|im_end|> "\n", one token per byte between the markers.
+  const double n_system = 1 + 7 + system.size() + 1 + 1;
+  const LocomoConversation conv = SmallConversation();
+  const RenderedConversation r = RenderConversation(conv);
+  const double n_hist = static_cast<double>(r.turns.back().end + 1);
+
+  LocomoSweep sweep;
+  sweep.names = {"full", "bm25", "memart"};
+  sweep.bm25_k = {100};
+  sweep.block_sizes = {8};
+  sweep.top_k = {1000};
+  auto methods = ExpandLocomoMethods(sweep);
+  ASSERT_TRUE(methods.ok()) << methods.status().ToString();
+  LocomoQaOptions o;
+  o.answer_tokens = 4;
+  std::map<std::string, std::vector<QaRecord>> rec;
+  auto results = RunLocomoQa(*model_, *tok_, &threads_, {conv}, *methods, o,
+                             [&](const QaRecord& q) { rec[q.method].push_back(q); });
+  ASSERT_TRUE(results.ok()) << results.status().ToString();
+  const std::vector<QaRecord>& full = rec["full"];
+  const std::vector<QaRecord>& bm25 = rec["bm25/k100"];
+  const std::vector<QaRecord>& memart = rec["memart/softmax-sum/bs8/k1000"];
+  ASSERT_EQ(full.size(), 2u);
+  ASSERT_EQ(bm25.size(), 2u);
+  ASSERT_EQ(memart.size(), 2u);
+  for (size_t i = 0; i < full.size(); ++i) {
+    SCOPED_TRACE(full[i].question);
+    // The question's prompt, without the system turn: "<|im_start|>user\n" ... "assistant\n".
+    const double n_prompt = memart[i].metrics.prefill_tokens;
+    EXPECT_GT(n_prompt, static_cast<double>(full[i].question.size()));
+    EXPECT_LT(n_prompt, full[i].question.size() + 100.0);
+    EXPECT_EQ(full[i].metrics.prefill_tokens, n_system + n_hist + n_prompt);
+    EXPECT_EQ(bm25[i].metrics.prefill_tokens, n_system + n_hist + n_prompt);
+    EXPECT_EQ(bm25[i].metrics.answer_nll, full[i].metrics.answer_nll);
+    EXPECT_EQ(bm25[i].prediction, full[i].prediction);
+    // MemArt reads the same rows at the same positions, computed in another order.
+    EXPECT_NEAR(memart[i].metrics.answer_nll, full[i].metrics.answer_nll,
+                1e-3 * (1 + full[i].metrics.answer_nll));
+    EXPECT_EQ(memart[i].metrics.evidence_recall, 1.0);
   }
 }
 

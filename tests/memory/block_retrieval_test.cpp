@@ -311,5 +311,24 @@ TEST(TopKChronological, HighestScoresInIndexOrder) {
   EXPECT_EQ(TopKChronological(tied, 2), (std::vector<int64_t>{0, 1}));
 }
 
+TEST(TopKWithNeighbors, FoundBlocksBringTheirNeighbours) {
+  //                                  0    1    2    3    4    5    6    7    8    9
+  const std::vector<double> scores = {0.0, 0.1, 0.2, 0.9, 0.3, 0.0, 0.0, 0.8, 0.0, 0.5};
+  // 3 first, then 4 (after) and 2 (before); then 7 with 8 and 6; then 9 (8 is taken) ...
+  EXPECT_EQ(TopKWithNeighbors(scores, 3, 1), (std::vector<int64_t>{2, 3, 4}));
+  EXPECT_EQ(TopKWithNeighbors(scores, 5, 1), (std::vector<int64_t>{2, 3, 4, 7, 8}));
+  EXPECT_EQ(TopKWithNeighbors(scores, 7, 1), (std::vector<int64_t>{2, 3, 4, 6, 7, 8, 9}));
+  // Two on each side: 3, 4, 2, 5, 1, then 7, 8, 6, 9.
+  EXPECT_EQ(TopKWithNeighbors(scores, 4, 2), (std::vector<int64_t>{2, 3, 4, 5}));
+  EXPECT_EQ(TopKWithNeighbors(scores, 8, 2), (std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 8}));
+  // The edges: block 0's only neighbour is 1.
+  const std::vector<double> edge = {0.9, 0.0, 0.0, 0.5};
+  EXPECT_EQ(TopKWithNeighbors(edge, 3, 1), (std::vector<int64_t>{0, 1, 3}));
+  // No neighbours, or k covering everything: the plain top k.
+  EXPECT_EQ(TopKWithNeighbors(scores, 3, 0), TopKChronological(scores, 3));
+  EXPECT_EQ(TopKWithNeighbors(scores, 99, 1), TopKChronological(scores, 99));
+  EXPECT_EQ(TopKWithNeighbors(scores, 0, 1), (std::vector<int64_t>{}));
+}
+
 }  // namespace
 }  // namespace kvmem::memory

@@ -5,7 +5,8 @@
 //   - layer 0's retrieved blocks equal a double-precision re-implementation of Eq. 2-4 (boxes
 //     from the history's keys un-rotated directly, softmax-sum, top-k) on layer 0's queries
 //     (which retrieval cannot influence), and likewise with the exact max q . k per block, and
-//     with one retrieval head of layer 0 choosing for every layer;
+//     with one retrieval head of layer 0 choosing for every layer, and with the best block
+//     bringing its neighbours;
 //   - every working row holds its history row's key rotated to the new position (checked
 //     against a direct double-precision rotation) and the same value;
 //   - coupled positions put the rows at their original positions and the query after the
@@ -59,7 +60,7 @@ class MemArtTest : public ::testing::TestWithParam<const char*> {
     return mem.ok() ? std::move(*mem) : nullptr;
   }
 
-  void CheckLayer0Selection(BlockScore block_score, int retrieval_head = -1);
+  void CheckLayer0Selection(BlockScore block_score, int retrieval_head = -1, int neighbors = 0);
   void CheckAllBlocksEqualFullContext(bool retrieval_heads);
 
   std::unique_ptr<TempFile> file_;
@@ -136,11 +137,13 @@ std::vector<double> RawKey(const model::Model& model, const kv::KvPool& pool, kv
 // Layer 0's choice against Eq. 2-4 computed directly (kUpperBound), or with Eq. 3 replaced by the
 // exact maximum of q . k over each block's keys (kExact). With retrieval_head >= 0, that query
 // head of layer 0 alone chooses (MemArtConfig::retrieval_heads), and every layer reads its set.
-void MemArtTest::CheckLayer0Selection(BlockScore block_score, int retrieval_head) {
+// With neighbors = 1, the best block and the two beside it are the 3 retrieved.
+void MemArtTest::CheckLayer0Selection(BlockScore block_score, int retrieval_head, int neighbors) {
   const model::ModelSpec& s = model_->spec();
   MemArtConfig config;
   config.strategy.block_score = block_score;
   if (retrieval_head >= 0) config.retrieval_heads = {{0, retrieval_head}};
+  config.neighbors = neighbors;
   config.block_size = 8;
   config.top_k = 3;
   config.keep_first = 8;  // block 0
@@ -229,17 +232,31 @@ void MemArtTest::CheckLayer0Selection(BlockScore block_score, int retrieval_head
   EXPECT_TRUE(std::is_sorted(got.begin(), got.end()));
   EXPECT_EQ(got.front(), 0);  // always kept
   EXPECT_EQ(got.back(), 15);
-  double worst_chosen = INFINITY, best_left = -INFINITY;
-  for (int64_t b : cand) {
-    const bool chosen = std::find(got.begin(), got.end(), b) != got.end();
-    (chosen ? worst_chosen : best_left) =
-        chosen ? std::min(worst_chosen, score[b]) : std::max(best_left, score[b]);
-  }
-  EXPECT_GE(worst_chosen, best_left - tol);
-  if (score[cand[2]] - score[cand[3]] > tol) {
-    std::vector<int64_t> want = {0, 15, cand[0], cand[1], cand[2]};
-    std::sort(want.begin(), want.end());
-    EXPECT_EQ(got, want);
+  if (neighbors == 1) {
+    // Among the 3 retrieved candidates is a best one by the direct scores (up to the kernel's
+    // rounding), with those of its two neighbours that are candidates (1..14).
+    const std::vector<int64_t> run(got.begin() + 1, got.end() - 1);
+    const int64_t a = *std::max_element(run.begin(), run.end(),
+                                        [&](int64_t x, int64_t y) { return score[x] < score[y]; });
+    EXPECT_GE(score[a], score[cand[0]] - tol) << "block " << a << " is not a best block";
+    for (const int64_t b : {a - 1, a + 1}) {
+      if (b >= 1 && b <= 14) {
+        EXPECT_TRUE(std::find(run.begin(), run.end(), b) != run.end()) << "neighbour " << b;
+      }
+    }
+  } else {
+    double worst_chosen = INFINITY, best_left = -INFINITY;
+    for (int64_t b : cand) {
+      const bool chosen = std::find(got.begin(), got.end(), b) != got.end();
+      (chosen ? worst_chosen : best_left) =
+          chosen ? std::min(worst_chosen, score[b]) : std::max(best_left, score[b]);
+    }
+    EXPECT_GE(worst_chosen, best_left - tol);
+    if (score[cand[2]] - score[cand[3]] > tol) {
+      std::vector<int64_t> want = {0, 15, cand[0], cand[1], cand[2]};
+      std::sort(want.begin(), want.end());
+      EXPECT_EQ(got, want);
+    }
   }
   for (const auto& layer : rep.blocks) EXPECT_EQ(layer.size(), 5u);
   if (retrieval_head >= 0) {
@@ -284,6 +301,10 @@ TEST_P(MemArtTest, Layer0ExactSelectionMatchesDirectMaxDot) {
 
 TEST_P(MemArtTest, RetrievalHeadChoosesForEveryLayer) {
   CheckLayer0Selection(BlockScore::kUpperBound, 1);
+}
+
+TEST_P(MemArtTest, NeighboursOfTheBestBlockAreRead) {
+  CheckLayer0Selection(BlockScore::kUpperBound, -1, 1);
 }
 
 TEST_P(MemArtTest, RetrievalHeadsMustBeHeadsOfTheModel) {

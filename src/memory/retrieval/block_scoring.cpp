@@ -176,4 +176,30 @@ std::vector<int64_t> TopKChronological(std::span<const double> scores, int64_t k
   return order;
 }
 
+std::vector<int64_t> TopKWithNeighbors(std::span<const double> scores, int64_t k, int neighbors) {
+  const int64_t n = static_cast<int64_t>(scores.size());
+  k = std::clamp<int64_t>(k, 0, n);
+  if (neighbors <= 0 || k == n) return TopKChronological(scores, k);
+  std::vector<int64_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return scores[a] > scores[b]; });
+  std::vector<char> taken(n, 0);
+  std::vector<int64_t> out;
+  auto take = [&](int64_t b) {
+    if (b < 0 || b >= n || taken[b] || static_cast<int64_t>(out.size()) == k) return;
+    taken[b] = 1;
+    out.push_back(b);
+  };
+  for (size_t i = 0; i < order.size() && static_cast<int64_t>(out.size()) < k; ++i) {
+    take(order[i]);
+    for (int d = 1; d <= neighbors; ++d) {
+      take(order[i] + d);
+      take(order[i] - d);
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 }  // namespace kvmem::memory

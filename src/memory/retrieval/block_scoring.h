@@ -74,4 +74,10 @@ std::vector<double> AggregateScores(std::span<const float> bounds, int64_t n_row
 // The k highest-scoring blocks (all when k >= n), ascending.
 std::vector<int64_t> TopKChronological(std::span<const double> scores, int64_t k);
 
+// Deviation (MemArtConfig::neighbors): k blocks taken in score order, each bringing the blocks
+// up to `neighbors` away on either side (nearest first, the one after before the one before)
+// while fewer than k are taken, so a block found by the query is read with the text around it.
+// Ascending; neighbors = 0 is TopKChronological.
+std::vector<int64_t> TopKWithNeighbors(std::span<const double> scores, int64_t k, int neighbors);
+
 }  // namespace kvmem::memory

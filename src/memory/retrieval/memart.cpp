@@ -19,6 +19,9 @@ Status ValidateMemArtConfig(const MemArtConfig& c) {
     return InvalidArgument("memart: keep_first and keep_last must be >= 0");
   }
   if (!(c.strategy.rr_c >= 0)) return InvalidArgument("memart: rr_c must be >= 0");
+  if (c.neighbors < 0 || c.neighbors > 8) {
+    return InvalidArgument("memart: neighbors " + std::to_string(c.neighbors) + " (0 to 8)");
+  }
   return Status::Ok();
 }
 
@@ -282,7 +285,11 @@ Status MemArtMemory::BeginTurn(std::span<const int32_t> tokens, ThreadPool* pool
     if (k_eff == 0) return chosen;
     std::vector<double> cand_score(candidates.size());
     for (size_t i = 0; i < candidates.size(); ++i) cand_score[i] = score[candidates[i]];
-    for (int64_t i : TopKChronological(cand_score, k_eff)) chosen.push_back(candidates[i]);
+    // Candidates are the contiguous blocks between the kept ones: adjacent indices are adjacent
+    // blocks.
+    for (int64_t i : TopKWithNeighbors(cand_score, k_eff, config_.neighbors)) {
+      chosen.push_back(candidates[i]);
+    }
     std::sort(chosen.begin(), chosen.end());
     return chosen;
   };

@@ -69,6 +69,10 @@ struct MemArtConfig {
   // Deviation, empty by default (the paper's per-layer choice): these query heads alone choose
   // one block set that every layer reads ("Retrieval heads" above).
   std::vector<HeadRef> retrieval_heads;
+  // Deviation, 0 by default: each block chosen by score brings up to this many adjacent
+  // candidate blocks on either side within the top_k (TopKWithNeighbors), so that the turn
+  // around a found block is read, not only the block.
+  int neighbors = 0;
 };
 Status ValidateMemArtConfig(const MemArtConfig& config);
 
