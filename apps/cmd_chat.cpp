@@ -13,8 +13,8 @@
 
 #include "CLI/CLI.hpp"
 #include "agent_env.h"
-#include "common.h"
 #include "commands.h"
+#include "common.h"
 #include "serve/http_server.h"
 #include "tokenizer/chat_template.h"
 
@@ -68,9 +68,8 @@ void PrintRecall(const memory::RetrievalTurn& t, bool show_recall) {
                static_cast<long long>(t.kv_len_decode));
   if (!show_recall) return;
   std::vector<memory::RecalledBlock> top = t.blocks;
-  std::stable_sort(top.begin(), top.end(), [](const auto& a, const auto& b) {
-    return a.layers > b.layers;
-  });
+  std::stable_sort(top.begin(), top.end(),
+                   [](const auto& a, const auto& b) { return a.layers > b.layers; });
   top.resize(std::min<size_t>(top.size(), 8));
   for (const memory::RecalledBlock& b : top) {
     std::string text = b.text;
@@ -191,6 +190,9 @@ void AddChatCommand(CLI::App& app) {
                   "retrieval: first history tokens always read (a system prompt)");
   cmd->add_option("--keep-last", o->retrieval.keep_last,
                   "retrieval: most recent history tokens always read");
+  cmd->add_option("--neighbors", o->retrieval.neighbors,
+                  "retrieval: adjacent blocks each found block brings, within --top-k")
+      ->capture_default_str();
   cmd->add_flag("--show-recall", o->show_recall, "retrieval: print the blocks each turn read");
   cmd->callback([o] { throw CLI::RuntimeError(Run(*o)); });
 }

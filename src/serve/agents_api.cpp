@@ -17,21 +17,23 @@ Json ToJson(const RetrievalTurnInfo& t) {
                       {"layers", b.layers},
                       {"text", b.text}});
   }
-  return {{"history_tokens", t.history_tokens}, {"retrieved_rows", t.retrieved_rows},
-          {"prefill_tokens", t.prefill_tokens}, {"kv_len_decode", t.kv_len_decode},
+  return {{"history_tokens", t.history_tokens},
+          {"retrieved_rows", t.retrieved_rows},
+          {"prefill_tokens", t.prefill_tokens},
+          {"kv_len_decode", t.kv_len_decode},
           {"blocks", std::move(blocks)}};
 }
 
 Json ToJson(const AgentInfo& a) {
   Json j = {{"id", a.id},
-          {"object", "agent"},
-          {"tenant", a.tenant},
-          {"cached_tokens", a.cached_tokens},
-          {"bytes", a.bytes},
-          {"tier", CacheTierName(a.tier)},
-          {"kv_format", a.kv_format},
-          {"memory_mode", a.memory_mode},
-          {"last_used_at", a.last_used_unix}};
+            {"object", "agent"},
+            {"tenant", a.tenant},
+            {"cached_tokens", a.cached_tokens},
+            {"bytes", a.bytes},
+            {"tier", CacheTierName(a.tier)},
+            {"kv_format", a.kv_format},
+            {"memory_mode", a.memory_mode},
+            {"last_used_at", a.last_used_unix}};
   if (a.last_turn) j["last_turn"] = ToJson(*a.last_turn);
   return j;
 }
@@ -69,15 +71,17 @@ Result<AgentCreateRequest> ParseAgentCreateRequest(std::string_view body) {
   }
   for (const auto& [key, value] : settings->items()) {
     if (key != "block_size" && key != "top_k" && key != "strategy" && key != "keep_first" &&
-        key != "keep_last") {
-      return FieldError("retrieval." + key, "unknown setting (block_size, top_k, strategy, "
-                                            "keep_first, keep_last)");
+        key != "keep_last" && key != "neighbors") {
+      return FieldError("retrieval." + key,
+                        "unknown setting (block_size, top_k, strategy, "
+                        "keep_first, keep_last, neighbors)");
     }
   }
   KVMEM_RETURN_IF_ERROR(ReadSetting(*settings, "block_size", 1, 1024, &r.block_size));
   KVMEM_RETURN_IF_ERROR(ReadSetting(*settings, "top_k", 1, 4096, &r.top_k));
   KVMEM_RETURN_IF_ERROR(ReadSetting(*settings, "keep_first", 0, 65536, &r.keep_first));
   KVMEM_RETURN_IF_ERROR(ReadSetting(*settings, "keep_last", 0, 65536, &r.keep_last));
+  KVMEM_RETURN_IF_ERROR(ReadSetting(*settings, "neighbors", 0, 8, &r.neighbors));
   KVMEM_ASSIGN_OR_RETURN(r.strategy, OptionalString(*settings, "strategy", "retrieval.strategy"));
   return r;
 }

@@ -114,7 +114,7 @@ struct RetrievalTurnInfo {
 struct AgentCreateRequest {
   std::string id;
   std::string memory_mode = "full";  // "full" or "retrieval"
-  std::optional<int> block_size, top_k, keep_first, keep_last;  // retrieval
+  std::optional<int> block_size, top_k, keep_first, keep_last, neighbors;  // retrieval
   std::optional<std::string> strategy;                          // retrieval
 };
 

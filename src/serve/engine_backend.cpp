@@ -55,6 +55,7 @@ Result<memory::AgentMemory> ToAgentMemory(const AgentCreateRequest& r) {
   if (r.top_k) c.top_k = *r.top_k;
   if (r.keep_first) c.keep_first = *r.keep_first;
   if (r.keep_last) c.keep_last = *r.keep_last;
+  if (r.neighbors) c.neighbors = *r.neighbors;
   if (r.strategy) {
     auto s = memory::ParseStrategy(*r.strategy);
     if (!s.ok()) return InvalidArgument("'retrieval.strategy': " + s.status().message());

@@ -100,7 +100,9 @@ TEST_F(AgentRetrievalTest, HistoryOutgrowsTheContext) {
 
 TEST_F(AgentRetrievalTest, RestartedRuntimeRetrievesAndRepliesAsTheLiveOne) {
   auto live = Runtime();
-  ASSERT_TRUE(live->CreateAgent(ada_, Retrieval(8, 2)).ok());
+  AgentMemory memory = Retrieval(8, 2);
+  memory.retrieval.neighbors = 1;
+  ASSERT_TRUE(live->CreateAgent(ada_, memory).ok());
   std::string r1, r2;
   const std::string t1 = "Ada keeps a red notebook in the top drawer of her desk at home.";
   Turn(*live, &ada_, t1, &r1);
@@ -111,6 +113,7 @@ TEST_F(AgentRetrievalTest, RestartedRuntimeRetrievesAndRepliesAsTheLiveOne) {
   EXPECT_EQ(policy->mode, "retrieval");
   EXPECT_EQ(policy->block_size, 8);
   EXPECT_EQ(policy->top_k, 2);
+  EXPECT_EQ(policy->neighbors, 1);
 
   auto restarted = Runtime();
   auto listed = restarted->Get(ada_);
@@ -147,8 +150,7 @@ TEST_F(AgentRetrievalTest, CreateRefusesExistingAgentsAndBadSettings) {
   const store::AgentKey cy{"t", "cy"};
   EXPECT_EQ(rt->CreateAgent(cy, Retrieval(12, 4)).code(), ErrorCode::kInvalidArgument);
   EXPECT_EQ(rt->CreateAgent(cy, Retrieval(16, 0)).code(), ErrorCode::kInvalidArgument);
-  EXPECT_EQ(rt->CreateAgent({"t", "bad id"}, Retrieval(16, 4)).code(),
-            ErrorCode::kInvalidArgument);
+  EXPECT_EQ(rt->CreateAgent({"t", "bad id"}, Retrieval(16, 4)).code(), ErrorCode::kInvalidArgument);
   EXPECT_EQ(rt->Get(cy).status().code(), ErrorCode::kNotFound);
   // A created agent is listed before its first turn, and Delete forgets it.
   EXPECT_EQ(rt->Get(ada_)->mode, MemoryMode::kRetrieval);

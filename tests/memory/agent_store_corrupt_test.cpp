@@ -318,21 +318,34 @@ TEST_F(CorruptStoreTest, ManifestTampering) {
        "'text_hex' is not lowercase hex"},
       {"not an object", [](Json& j) { j = Json::array(); }, ErrorCode::kCorrupt,
        "document is not a JSON object"},
-      {"memory mode", [](Json& j) { j["memory"] = {{"mode", "episodic"}}; }, ErrorCode::kCorrupt,
-       "field 'memory.mode' is 'episodic', expected 'full' or 'retrieval'"},
+      {"memory mode",
+       [](Json& j) {
+         j["memory"] = {{"mode", "episodic"}};
+       },
+       ErrorCode::kCorrupt, "field 'memory.mode' is 'episodic', expected 'full' or 'retrieval'"},
       {"memory type", [](Json& j) { j["memory"] = 3; }, ErrorCode::kCorrupt, "'memory'"},
       {"memory top_k",
        [](Json& j) {
-         j["memory"] = {{"mode", "retrieval"}, {"block_size", 16}, {"top_k", -1},
-                        {"strategy", "rr-max"}, {"keep_first", 0}, {"keep_last", 0}};
+         j["memory"] = {{"mode", "retrieval"},  {"block_size", 16}, {"top_k", -1},
+                        {"strategy", "rr-max"}, {"keep_first", 0},  {"keep_last", 0}};
        },
        ErrorCode::kCorrupt, "'memory.top_k' = -1 is outside"},
       {"memory strategy",
        [](Json& j) {
-         j["memory"] = {{"mode", "retrieval"}, {"block_size", 16}, {"top_k", 4},
-                        {"keep_first", 0}, {"keep_last", 0}};
+         j["memory"] = {{"mode", "retrieval"},
+                        {"block_size", 16},
+                        {"top_k", 4},
+                        {"keep_first", 0},
+                        {"keep_last", 0}};
        },
        ErrorCode::kCorrupt, "'memory.strategy' is missing"},
+      {"memory neighbors",
+       [](Json& j) {
+         j["memory"] = {{"mode", "retrieval"},  {"block_size", 16}, {"top_k", 4},
+                        {"strategy", "rr-max"}, {"keep_first", 0},  {"keep_last", 0},
+                        {"neighbors", -2}};
+       },
+       ErrorCode::kCorrupt, "'memory.neighbors' = -2 is outside"},
       {"swapped blocks",
        [](Json& j) {
          for (const char* k : {"file", "xxh3_128", "bytes"})
@@ -351,6 +364,16 @@ TEST_F(CorruptStoreTest, ManifestTampering) {
   ExpectLoadError(ErrorCode::kCorrupt, "nests deeper");
   RestoreManifest();
   EXPECT_TRUE(Load().ok());
+  // A retrieval policy written before "neighbors" existed reads as 0.
+  EditManifest([](Json& j) {
+    j["memory"] = {{"mode", "retrieval"},  {"block_size", 16}, {"top_k", 4},
+                   {"strategy", "rr-max"}, {"keep_first", 0},  {"keep_last", 0}};
+  });
+  Result<MemoryPolicy> old = store_->ReadMemoryPolicy(kKey);
+  ASSERT_TRUE(old.ok()) << old.status().ToString();
+  EXPECT_EQ(old->top_k, 4);
+  EXPECT_EQ(old->neighbors, 0);
+  RestoreManifest();
 }
 
 TEST_F(CorruptStoreTest, MissingBlockFileAndSymlinks) {

@@ -1,13 +1,13 @@
 // The HTTP server end to end: a real HttpServer on an ephemeral port, a FakeBackend, and
 // httplib clients. Formats, status codes, auth, error bodies per dialect.
 #include "serve/http_server.h"
-#include "serve/agents_api.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <string>
 
+#include "serve/agents_api.h"
 #include "serve_test_util.h"
 
 namespace kvmem::serve::testing {
@@ -232,7 +232,7 @@ TEST(HttpServer, AgentsListGetDelete) {
 TEST(HttpServer, AgentsCreateWithAMemoryMode) {
   ServerFixture f;
   auto made = f.Post("/v1/agents", R"({"id":"rae","memory":"retrieval",
-      "retrieval":{"top_k":8,"block_size":32,"strategy":"rr-max","keep_last":64}})");
+      "retrieval":{"top_k":8,"block_size":32,"strategy":"rr-max","keep_last":64,"neighbors":1}})");
   ASSERT_TRUE(made);
   EXPECT_EQ(made->status, 200);
   EXPECT_EQ(ParseJson(made->body)["memory_mode"], "retrieval");
@@ -244,6 +244,7 @@ TEST(HttpServer, AgentsCreateWithAMemoryMode) {
   EXPECT_EQ(r->block_size, 32);
   EXPECT_EQ(r->strategy, "rr-max");
   EXPECT_EQ(r->keep_last, 64);
+  EXPECT_EQ(r->neighbors, 1);
   EXPECT_FALSE(r->keep_first);
   EXPECT_EQ(ParseJson(f.Get("/v1/agents/rae")->body)["memory_mode"], "retrieval");
   // A turn keeps the mode; creating it again conflicts.
@@ -262,6 +263,7 @@ TEST(HttpServer, AgentsCreateWithAMemoryMode) {
       {R"({"id":"x","memory":"retrieval","retrieval":{"topk":4}})", "'retrieval.topk'"},
       {R"({"id":"x","memory":"retrieval","retrieval":{"top_k":0}})", "'retrieval.top_k'"},
       {R"({"id":"x","memory":"retrieval","retrieval":{"top_k":"8"}})", "'retrieval.top_k'"},
+      {R"({"id":"x","memory":"retrieval","retrieval":{"neighbors":9}})", "'retrieval.neighbors'"},
       {R"({"id":"x","memory":"retrieval","retrieval":[]})", "'retrieval'"},
       {R"([1])", ""},
   };

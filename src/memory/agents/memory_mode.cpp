@@ -36,6 +36,7 @@ store::MemoryPolicy ToPolicy(const AgentMemory& memory) {
     p.strategy = StrategyName(c.strategy);
     p.keep_first = c.keep_first;
     p.keep_last = c.keep_last;
+    p.neighbors = c.neighbors;
   }
   return p;
 }
@@ -53,6 +54,7 @@ Result<AgentMemory> FromPolicy(const store::MemoryPolicy& policy) {
   m.retrieval.strategy = *strategy;
   m.retrieval.keep_first = policy.keep_first;
   m.retrieval.keep_last = policy.keep_last;
+  m.retrieval.neighbors = policy.neighbors;
   if (Status st = ValidateAgentMemory(m); !st.ok()) return Corrupt("stored " + st.message());
   return m;
 }

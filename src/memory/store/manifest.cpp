@@ -3,9 +3,9 @@
 #include <limits>
 #include <utility>
 
+#include "core/utf8.h"
 #include "memory/store/hash.h"
 #include "memory/store/json_util.h"
-#include "core/utf8.h"
 
 namespace kvmem::memory::store {
 namespace {
@@ -135,6 +135,7 @@ Result<MemoryPolicy> ParseMemoryPolicy(const Json& j) {
   KVMEM_RETURN_IF_ERROR(small("top_k", &p.top_k));
   KVMEM_RETURN_IF_ERROR(small("keep_first", &p.keep_first));
   KVMEM_RETURN_IF_ERROR(small("keep_last", &p.keep_last));
+  if (o->contains("neighbors")) KVMEM_RETURN_IF_ERROR(small("neighbors", &p.neighbors));
   KVMEM_ASSIGN_OR_RETURN(p.strategy, JsonString(*o, "strategy", "memory"));
   if (p.strategy.empty() || p.strategy.size() > 64) {
     return Corrupt("field 'memory.strategy' must be 1 to 64 characters");
@@ -182,9 +183,13 @@ std::string ManifestToJson(const AgentManifest& m) {
   j["blocks"] = std::move(blocks);
   j["last_use_unix_ms"] = m.last_use_unix_ms;
   if (m.memory.mode != "full") {
-    j["memory"] = {{"mode", m.memory.mode},       {"block_size", m.memory.block_size},
-                   {"top_k", m.memory.top_k},     {"strategy", m.memory.strategy},
-                   {"keep_first", m.memory.keep_first}, {"keep_last", m.memory.keep_last}};
+    j["memory"] = {{"mode", m.memory.mode},
+                   {"block_size", m.memory.block_size},
+                   {"top_k", m.memory.top_k},
+                   {"strategy", m.memory.strategy},
+                   {"keep_first", m.memory.keep_first},
+                   {"keep_last", m.memory.keep_last},
+                   {"neighbors", m.memory.neighbors}};
   }
   return j.dump();
 }

@@ -15,7 +15,9 @@
 //                "xxh3_128": "<32 hex>", "bytes": 123456, "released_layers": [0, 1]}, ...],
 //    "last_use_unix_ms": 1763700000000,
 //    "memory": {"mode": "retrieval", "block_size": 16, "top_k": 32, "strategy": "softmax-sum",
-//               "keep_first": 0, "keep_last": 0}}      (optional; absent = {"mode": "full"})
+//               "keep_first": 0, "keep_last": 0, "neighbors": 1}}
+//                                             (optional; absent = {"mode": "full"}; neighbors
+//                                              absent = 0, as manifests before it was added)
 //
 // ParseManifest checks the schema, the types and everything that needs no outside knowledge
 // (valid names, counts adding up, released layers only on leading whole blocks); comparing with
@@ -58,6 +60,7 @@ struct MemoryPolicy {
   std::string strategy = "softmax-sum";
   int keep_first = 0;
   int keep_last = 0;
+  int neighbors = 0;
   bool operator==(const MemoryPolicy&) const = default;
 };
 
