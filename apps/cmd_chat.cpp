@@ -32,6 +32,7 @@ struct ChatOptions {
   std::string memory = "full";  // for a new agent: full or retrieval
   memory::MemArtConfig retrieval;
   std::string strategy = "softmax-sum";
+  std::vector<std::string> retrieval_heads;  // "LAYER.HEAD" each
   bool show_recall = false;
 };
 
@@ -54,6 +55,11 @@ Status PrepareAgent(memory::AgentRuntime& rt, const memory::store::AgentKey& key
   m.mode = mode;
   m.retrieval = o.retrieval;
   KVMEM_ASSIGN_OR_RETURN(m.retrieval.strategy, memory::ParseStrategy(o.strategy));
+  for (const std::string& name : o.retrieval_heads) {
+    auto h = memory::ParseHeadRef(name);
+    if (!h.ok()) return h.status().WithContext("--retrieval-heads");
+    m.retrieval.retrieval_heads.push_back(*h);
+  }
   return rt.CreateAgent(key, m);
 }
 
@@ -193,6 +199,10 @@ void AddChatCommand(CLI::App& app) {
   cmd->add_option("--neighbors", o->retrieval.neighbors,
                   "retrieval: adjacent blocks each found block brings, within --top-k")
       ->capture_default_str();
+  cmd->add_option("--retrieval-heads", o->retrieval_heads,
+                  "retrieval: LAYER.HEAD query heads that choose the blocks for every layer (find "
+                  "them with kvmem eval locomo --head-report)")
+      ->delimiter(',');
   cmd->add_flag("--show-recall", o->show_recall, "retrieval: print the blocks each turn read");
   cmd->callback([o] { throw CLI::RuntimeError(Run(*o)); });
 }

@@ -90,31 +90,13 @@ void PrintTable(const std::vector<eval::LocomoMethodResult>& results) {
   }
 }
 
-// "LAYER.HEAD" (e.g. 7.1), both non-negative integers.
-Result<memory::HeadRef> ParseHead(const std::string& s) {
-  const size_t dot = s.find('.');
-  auto number = [](const std::string& t, int* out) {
-    if (t.empty() || t.size() > 6 || t.find_first_not_of("0123456789") != std::string::npos) {
-      return false;
-    }
-    *out = std::stoi(t);
-    return true;
-  };
-  memory::HeadRef h;
-  if (dot == std::string::npos || !number(s.substr(0, dot), &h.layer) ||
-      !number(s.substr(dot + 1), &h.head)) {
-    return InvalidArgument("--retrieval-heads: '" + s + "' is not LAYER.HEAD (e.g. 7.1)");
-  }
-  return h;
-}
-
 int Run(LocomoOptions o) {
   if (o.limit < 0 || o.conversations < 0 || o.answer_tokens <= 0) {
     return Fail(InvalidArgument("--limit and --conversations must be >= 0, --answer-tokens > 0"));
   }
   for (const std::string& s : o.retrieval_heads) {
-    auto h = ParseHead(s);
-    if (!h.ok()) return Fail(h.status());
+    auto h = memory::ParseHeadRef(s);
+    if (!h.ok()) return Fail(h.status().WithContext("--retrieval-heads"));
     o.sweep.retrieval_heads.push_back(*h);
   }
   auto methods = eval::ExpandLocomoMethods(o.sweep);

@@ -113,9 +113,10 @@ struct RetrievalTurnInfo {
 // left unset take the engine's defaults.
 struct AgentCreateRequest {
   std::string id;
-  std::string memory_mode = "full";  // "full" or "retrieval"
+  std::string memory_mode = "full";                                        // "full" or "retrieval"
   std::optional<int> block_size, top_k, keep_first, keep_last, neighbors;  // retrieval
-  std::optional<std::string> strategy;                          // retrieval
+  std::optional<std::vector<std::string>> retrieval_heads;                 // "LAYER.HEAD" each
+  std::optional<std::string> strategy;                                     // retrieval
 };
 
 // An agent's persisted memory as the /v1/agents endpoints show it.

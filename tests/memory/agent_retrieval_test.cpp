@@ -102,6 +102,7 @@ TEST_F(AgentRetrievalTest, RestartedRuntimeRetrievesAndRepliesAsTheLiveOne) {
   auto live = Runtime();
   AgentMemory memory = Retrieval(8, 2);
   memory.retrieval.neighbors = 1;
+  memory.retrieval.retrieval_heads = {{1, 0}, {0, 3}};
   ASSERT_TRUE(live->CreateAgent(ada_, memory).ok());
   std::string r1, r2;
   const std::string t1 = "Ada keeps a red notebook in the top drawer of her desk at home.";
@@ -114,6 +115,7 @@ TEST_F(AgentRetrievalTest, RestartedRuntimeRetrievesAndRepliesAsTheLiveOne) {
   EXPECT_EQ(policy->block_size, 8);
   EXPECT_EQ(policy->top_k, 2);
   EXPECT_EQ(policy->neighbors, 1);
+  EXPECT_EQ(policy->retrieval_heads, (std::vector<std::string>{"1.0", "0.3"}));
 
   auto restarted = Runtime();
   auto listed = restarted->Get(ada_);
@@ -150,6 +152,9 @@ TEST_F(AgentRetrievalTest, CreateRefusesExistingAgentsAndBadSettings) {
   const store::AgentKey cy{"t", "cy"};
   EXPECT_EQ(rt->CreateAgent(cy, Retrieval(12, 4)).code(), ErrorCode::kInvalidArgument);
   EXPECT_EQ(rt->CreateAgent(cy, Retrieval(16, 0)).code(), ErrorCode::kInvalidArgument);
+  AgentMemory no_such_head = Retrieval(16, 4);
+  no_such_head.retrieval.retrieval_heads = {{0, 0}, {99, 0}};  // the tiny model has 2 layers
+  EXPECT_EQ(rt->CreateAgent(cy, no_such_head).code(), ErrorCode::kInvalidArgument);
   EXPECT_EQ(rt->CreateAgent({"t", "bad id"}, Retrieval(16, 4)).code(), ErrorCode::kInvalidArgument);
   EXPECT_EQ(rt->Get(cy).status().code(), ErrorCode::kNotFound);
   // A created agent is listed before its first turn, and Delete forgets it.

@@ -346,6 +346,13 @@ TEST_F(CorruptStoreTest, ManifestTampering) {
                         {"neighbors", -2}};
        },
        ErrorCode::kCorrupt, "'memory.neighbors' = -2 is outside"},
+      {"memory retrieval_heads",
+       [](Json& j) {
+         j["memory"] = {{"mode", "retrieval"},          {"block_size", 16}, {"top_k", 4},
+                        {"strategy", "rr-max"},         {"keep_first", 0},  {"keep_last", 0},
+                        {"retrieval_heads", {"7.1", 5}}};
+       },
+       ErrorCode::kCorrupt, "'memory.retrieval_heads[1]' is not a string"},
       {"swapped blocks",
        [](Json& j) {
          for (const char* k : {"file", "xxh3_128", "bytes"})
@@ -373,6 +380,7 @@ TEST_F(CorruptStoreTest, ManifestTampering) {
   ASSERT_TRUE(old.ok()) << old.status().ToString();
   EXPECT_EQ(old->top_k, 4);
   EXPECT_EQ(old->neighbors, 0);
+  EXPECT_TRUE(old->retrieval_heads.empty());
   RestoreManifest();
 }
 

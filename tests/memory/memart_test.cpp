@@ -307,6 +307,17 @@ TEST_P(MemArtTest, NeighboursOfTheBestBlockAreRead) {
   CheckLayer0Selection(BlockScore::kUpperBound, -1, 1);
 }
 
+TEST(HeadRef, ParsesAndNamesLayerDotHead) {
+  auto h = ParseHeadRef("11.2");
+  ASSERT_TRUE(h.ok()) << h.status().ToString();
+  EXPECT_EQ(*h, (HeadRef{11, 2}));
+  EXPECT_EQ(HeadRefName(*h), "11.2");
+  EXPECT_EQ(HeadRefName({0, 13}), "0.13");
+  for (const char* bad : {"", "7", "7.", ".1", "7.1.2", "-1.0", "7.x", "1 .2", "1234567.0"}) {
+    EXPECT_EQ(ParseHeadRef(bad).status().code(), ErrorCode::kInvalidArgument) << bad;
+  }
+}
+
 TEST_P(MemArtTest, RetrievalHeadsMustBeHeadsOfTheModel) {
   MemArtConfig config;
   config.retrieval_heads = {{model_->spec().n_layers, 0}};

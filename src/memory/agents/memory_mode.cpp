@@ -23,6 +23,9 @@ Status ValidateAgentMemory(const AgentMemory& memory) {
   if (memory.retrieval.keep_first > 65536 || memory.retrieval.keep_last > 65536) {
     return InvalidArgument("retrieval keep_first and keep_last must be at most 65536 tokens");
   }
+  if (memory.retrieval.retrieval_heads.size() > 256) {
+    return InvalidArgument("retrieval heads: at most 256");
+  }
   return ValidateMemArtConfig(memory.retrieval);
 }
 
@@ -37,6 +40,7 @@ store::MemoryPolicy ToPolicy(const AgentMemory& memory) {
     p.keep_first = c.keep_first;
     p.keep_last = c.keep_last;
     p.neighbors = c.neighbors;
+    for (const HeadRef& h : c.retrieval_heads) p.retrieval_heads.push_back(HeadRefName(h));
   }
   return p;
 }
@@ -55,6 +59,11 @@ Result<AgentMemory> FromPolicy(const store::MemoryPolicy& policy) {
   m.retrieval.keep_first = policy.keep_first;
   m.retrieval.keep_last = policy.keep_last;
   m.retrieval.neighbors = policy.neighbors;
+  for (const std::string& name : policy.retrieval_heads) {
+    auto h = ParseHeadRef(name);
+    if (!h.ok()) return Corrupt("stored retrieval head " + h.status().message());
+    m.retrieval.retrieval_heads.push_back(*h);
+  }
   if (Status st = ValidateAgentMemory(m); !st.ok()) return Corrupt("stored " + st.message());
   return m;
 }

@@ -25,6 +25,27 @@ Status ValidateMemArtConfig(const MemArtConfig& c) {
   return Status::Ok();
 }
 
+std::string HeadRefName(HeadRef h) {
+  return std::to_string(h.layer) + "." + std::to_string(h.head);
+}
+
+Result<HeadRef> ParseHeadRef(std::string_view s) {
+  auto number = [](std::string_view t, int* out) {
+    if (t.empty() || t.size() > 6 || t.find_first_not_of("0123456789") != std::string_view::npos) {
+      return false;
+    }
+    *out = std::stoi(std::string(t));
+    return true;
+  };
+  const size_t dot = s.find('.');
+  HeadRef h;
+  if (dot == std::string_view::npos || !number(s.substr(0, dot), &h.layer) ||
+      !number(s.substr(dot + 1), &h.head)) {
+    return InvalidArgument("'" + std::string(s.substr(0, 32)) + "' is not LAYER.HEAD (e.g. 7.1)");
+  }
+  return h;
+}
+
 std::vector<std::pair<int64_t, int>> RetrievalReport::BlockVotes() const {
   std::map<int64_t, int> votes;
   for (const std::vector<int64_t>& layer : blocks) {

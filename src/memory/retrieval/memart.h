@@ -41,6 +41,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/status.h"
@@ -58,6 +59,10 @@ struct HeadRef {
   int head = 0;
   bool operator==(const HeadRef&) const = default;
 };
+// "LAYER.HEAD", e.g. "7.1" (the form of `kvmem eval locomo --head-report`'s table).
+std::string HeadRefName(HeadRef h);
+// InvalidArgument unless `s` is two non-negative integers joined by a dot.
+Result<HeadRef> ParseHeadRef(std::string_view s);
 
 struct MemArtConfig {
   int block_size = 16;  // BS rows per memory block: 8, 16 or 32

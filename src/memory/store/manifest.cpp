@@ -19,6 +19,7 @@ constexpr int64_t kMaxHeads = 1024;
 constexpr int64_t kMaxHeadDim = 4096;
 constexpr int64_t kMaxBlockRows = 1 << 16;
 constexpr int64_t kMaxPolicyValue = 1 << 20;  // memory settings (block size, top_k, ...)
+constexpr size_t kMaxRetrievalHeads = 256;
 constexpr int64_t kI64Min = std::numeric_limits<int64_t>::min();
 constexpr int64_t kI64Max = std::numeric_limits<int64_t>::max();
 
@@ -136,6 +137,22 @@ Result<MemoryPolicy> ParseMemoryPolicy(const Json& j) {
   KVMEM_RETURN_IF_ERROR(small("keep_first", &p.keep_first));
   KVMEM_RETURN_IF_ERROR(small("keep_last", &p.keep_last));
   if (o->contains("neighbors")) KVMEM_RETURN_IF_ERROR(small("neighbors", &p.neighbors));
+  if (o->contains("retrieval_heads")) {
+    KVMEM_ASSIGN_OR_RETURN(const Json* heads, JsonArray(*o, "retrieval_heads", "memory"));
+    if (heads->size() > kMaxRetrievalHeads) {
+      return Corrupt("field 'memory.retrieval_heads' lists more than " +
+                     std::to_string(kMaxRetrievalHeads) + " heads");
+    }
+    for (size_t i = 0; i < heads->size(); ++i) {
+      const Json& h = (*heads)[i];
+      if (!h.is_string() || h.get_ref<const std::string&>().empty() ||
+          h.get_ref<const std::string&>().size() > 16) {
+        return Corrupt("field 'memory.retrieval_heads[" + std::to_string(i) +
+                       "]' is not a string of 1 to 16 characters");
+      }
+      p.retrieval_heads.push_back(h.get<std::string>());
+    }
+  }
   KVMEM_ASSIGN_OR_RETURN(p.strategy, JsonString(*o, "strategy", "memory"));
   if (p.strategy.empty() || p.strategy.size() > 64) {
     return Corrupt("field 'memory.strategy' must be 1 to 64 characters");
@@ -190,6 +207,8 @@ std::string ManifestToJson(const AgentManifest& m) {
                    {"keep_first", m.memory.keep_first},
                    {"keep_last", m.memory.keep_last},
                    {"neighbors", m.memory.neighbors}};
+    if (!m.memory.retrieval_heads.empty())
+      j["memory"]["retrieval_heads"] = m.memory.retrieval_heads;
   }
   return j.dump();
 }

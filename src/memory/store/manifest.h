@@ -15,9 +15,11 @@
 //                "xxh3_128": "<32 hex>", "bytes": 123456, "released_layers": [0, 1]}, ...],
 //    "last_use_unix_ms": 1763700000000,
 //    "memory": {"mode": "retrieval", "block_size": 16, "top_k": 32, "strategy": "softmax-sum",
-//               "keep_first": 0, "keep_last": 0, "neighbors": 1}}
+//               "keep_first": 0, "keep_last": 0, "neighbors": 1,
+//               "retrieval_heads": ["7.1", "5.3"]}}
 //                                             (optional; absent = {"mode": "full"}; neighbors
-//                                              absent = 0, as manifests before it was added)
+//                                              and retrieval_heads, absent in manifests written
+//                                              before they existed, are 0 and [])
 //
 // ParseManifest checks the schema, the types and everything that needs no outside knowledge
 // (valid names, counts adding up, released layers only on leading whole blocks); comparing with
@@ -61,6 +63,7 @@ struct MemoryPolicy {
   int keep_first = 0;
   int keep_last = 0;
   int neighbors = 0;
+  std::vector<std::string> retrieval_heads;  // "LAYER.HEAD" each (memory::HeadRefName)
   bool operator==(const MemoryPolicy&) const = default;
 };
 
