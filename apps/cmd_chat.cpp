@@ -190,7 +190,7 @@ void AddChatCommand(CLI::App& app) {
   cmd->add_option("--top-k", o->retrieval.top_k, "retrieval: blocks read per layer")
       ->capture_default_str();
   cmd->add_option("--strategy", o->strategy,
-                  "retrieval: softmax-sum, softmax-max, rr-sum, rr-max (-centre variants too)")
+                  "retrieval: softmax-sum, softmax-max, rr-sum, rr-max (-centre and -exact variants too)")
       ->capture_default_str();
   cmd->add_option("--keep-first", o->retrieval.keep_first,
                   "retrieval: first history tokens always read (a system prompt)");

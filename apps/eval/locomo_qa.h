@@ -22,6 +22,10 @@
 //           and the question, KV at decode the rows the lists hold, averaged over layers and
 //           KV heads. The answer's own rows are not evicted (H2O evicts one row per generated
 //           token; answers here are at most answer_tokens long).
+// A chat template's default system turn (SmolLM2's) opens every method's context once, before
+// the history, as it opens an agent's memory, and questions are rendered without it: full, h2o
+// and the text baselines prefill it with each question, memart keeps it in memory, always read
+// (keep_first grows by its length).
 // Metrics per question: token F1 and BLEU-1 (qa_metrics.h), evidence recall (share of the
 // question's evidence turns of which at least half the tokens are in the rows the answer reads:
 // for memart averaged over layers, a turn counting in a layer when half its rows were
