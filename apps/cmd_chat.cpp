@@ -13,8 +13,8 @@
 
 #include "CLI/CLI.hpp"
 #include "agent_env.h"
-#include "commands.h"
 #include "common.h"
+#include "commands.h"
 #include "serve/http_server.h"
 #include "tokenizer/chat_template.h"
 
@@ -74,8 +74,9 @@ void PrintRecall(const memory::RetrievalTurn& t, bool show_recall) {
                static_cast<long long>(t.kv_len_decode));
   if (!show_recall) return;
   std::vector<memory::RecalledBlock> top = t.blocks;
-  std::stable_sort(top.begin(), top.end(),
-                   [](const auto& a, const auto& b) { return a.layers > b.layers; });
+  std::stable_sort(top.begin(), top.end(), [](const auto& a, const auto& b) {
+    return a.layers > b.layers;
+  });
   top.resize(std::min<size_t>(top.size(), 8));
   for (const memory::RecalledBlock& b : top) {
     std::string text = b.text;
@@ -190,7 +191,8 @@ void AddChatCommand(CLI::App& app) {
   cmd->add_option("--top-k", o->retrieval.top_k, "retrieval: blocks read per layer")
       ->capture_default_str();
   cmd->add_option("--strategy", o->strategy,
-                  "retrieval: softmax-sum, softmax-max, rr-sum, rr-max (-centre and -exact variants too)")
+                  "retrieval: softmax-sum, softmax-max, rr-sum, rr-max (-centre and -exact "
+                  "variants too)")
       ->capture_default_str();
   cmd->add_option("--keep-first", o->retrieval.keep_first,
                   "retrieval: first history tokens always read (a system prompt)");

@@ -17,23 +17,21 @@ Json ToJson(const RetrievalTurnInfo& t) {
                       {"layers", b.layers},
                       {"text", b.text}});
   }
-  return {{"history_tokens", t.history_tokens},
-          {"retrieved_rows", t.retrieved_rows},
-          {"prefill_tokens", t.prefill_tokens},
-          {"kv_len_decode", t.kv_len_decode},
+  return {{"history_tokens", t.history_tokens}, {"retrieved_rows", t.retrieved_rows},
+          {"prefill_tokens", t.prefill_tokens}, {"kv_len_decode", t.kv_len_decode},
           {"blocks", std::move(blocks)}};
 }
 
 Json ToJson(const AgentInfo& a) {
   Json j = {{"id", a.id},
-            {"object", "agent"},
-            {"tenant", a.tenant},
-            {"cached_tokens", a.cached_tokens},
-            {"bytes", a.bytes},
-            {"tier", CacheTierName(a.tier)},
-            {"kv_format", a.kv_format},
-            {"memory_mode", a.memory_mode},
-            {"last_used_at", a.last_used_unix}};
+          {"object", "agent"},
+          {"tenant", a.tenant},
+          {"cached_tokens", a.cached_tokens},
+          {"bytes", a.bytes},
+          {"tier", CacheTierName(a.tier)},
+          {"kv_format", a.kv_format},
+          {"memory_mode", a.memory_mode},
+          {"last_used_at", a.last_used_unix}};
   if (a.last_turn) j["last_turn"] = ToJson(*a.last_turn);
   return j;
 }
@@ -72,9 +70,8 @@ Result<AgentCreateRequest> ParseAgentCreateRequest(std::string_view body) {
   for (const auto& [key, value] : settings->items()) {
     if (key != "block_size" && key != "top_k" && key != "strategy" && key != "keep_first" &&
         key != "keep_last" && key != "neighbors" && key != "heads") {
-      return FieldError("retrieval." + key,
-                        "unknown setting (block_size, top_k, strategy, "
-                        "keep_first, keep_last, neighbors, heads)");
+      return FieldError("retrieval." + key, "unknown setting (block_size, top_k, strategy, "
+                                            "keep_first, keep_last, neighbors, heads)");
     }
   }
   KVMEM_RETURN_IF_ERROR(ReadSetting(*settings, "block_size", 1, 1024, &r.block_size));

@@ -7,26 +7,19 @@ namespace {
 
 CacheTier ToCacheTier(memory::Tier t) {
   switch (t) {
-    case memory::Tier::kMiss:
-      return CacheTier::kMiss;
-    case memory::Tier::kHot:
-      return CacheTier::kHot;
-    case memory::Tier::kWarm:
-      return CacheTier::kWarm;
+    case memory::Tier::kMiss: return CacheTier::kMiss;
+    case memory::Tier::kHot: return CacheTier::kHot;
+    case memory::Tier::kWarm: return CacheTier::kWarm;
   }
   return CacheTier::kMiss;
 }
 
 FinishReason ToFinishReason(memory::TurnEnd e) {
   switch (e) {
-    case memory::TurnEnd::kEndOfTurn:
-      return FinishReason::kEndOfTurn;
-    case memory::TurnEnd::kStopSequence:
-      return FinishReason::kStopSequence;
-    case memory::TurnEnd::kLength:
-      return FinishReason::kLength;
-    case memory::TurnEnd::kCancelled:
-      return FinishReason::kCancelled;
+    case memory::TurnEnd::kEndOfTurn: return FinishReason::kEndOfTurn;
+    case memory::TurnEnd::kStopSequence: return FinishReason::kStopSequence;
+    case memory::TurnEnd::kLength: return FinishReason::kLength;
+    case memory::TurnEnd::kCancelled: return FinishReason::kCancelled;
   }
   return FinishReason::kEndOfTurn;
 }
@@ -43,8 +36,8 @@ AgentInfo ToAgentInfo(const memory::AgentStatus& s) {
   a.last_used_unix = s.last_use_unix_ms / 1000;
   if (s.last_turn) {
     const memory::RetrievalTurn& t = *s.last_turn;
-    RetrievalTurnInfo info{
-        t.history_tokens, t.retrieved_rows, t.prefill_tokens, t.kv_len_decode, {}};
+    RetrievalTurnInfo info{t.history_tokens, t.retrieved_rows, t.prefill_tokens, t.kv_len_decode,
+                           {}};
     for (const memory::RecalledBlock& b : t.blocks) {
       info.blocks.push_back({b.block, b.first_token, b.n_tokens, b.layers, b.text});
     }
@@ -84,9 +77,9 @@ engine::SamplerConfig ToSampler(const SamplingParams& p) {
   if (p.top_k) c.top_k = *p.top_k;
   if (p.min_p) c.min_p = *p.min_p;
   if (p.repeat_penalty) c.repeat_penalty = *p.repeat_penalty;
-  c.seed = p.seed
-               ? *p.seed
-               : static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  c.seed = p.seed ? *p.seed
+                  : static_cast<uint64_t>(
+                        std::chrono::steady_clock::now().time_since_epoch().count());
   return c;
 }
 
@@ -116,14 +109,15 @@ EngineBackend::EngineBackend(memory::AgentRuntime* runtime, const tokenizer::Tok
 Result<std::string> EngineBackend::RenderPrompt(const GenerationRequest& request) const {
   if (request.prompt) return *request.prompt;
   if (!template_) {
-    return Unsupported("this model has no usable chat template (" + template_status_.ToString() +
-                       "); use /v1/completions");
+    return Unsupported("this model has no usable chat template (" +
+                       template_status_.ToString() + "); use /v1/completions");
   }
   if (request.continue_final_message && !request.messages.empty() &&
       request.messages.back().role == "assistant") {
     // The reply continues the final assistant message: open the assistant's turn as usual and
     // append the text it starts with.
-    const std::span<const ChatMessage> before(request.messages.data(), request.messages.size() - 1);
+    const std::span<const ChatMessage> before(request.messages.data(),
+                                              request.messages.size() - 1);
     KVMEM_ASSIGN_OR_RETURN(std::string text, tokenizer::RenderChat(*template_, before, true));
     return text + request.messages.back().content;
   }
@@ -136,8 +130,8 @@ Result<GenerationResult> EngineBackend::Generate(const GenerationRequest& reques
   memory::TurnParams params;
   params.sampler = ToSampler(request.sampling);
   params.stop = request.stop;
-  params.max_tokens =
-      request.max_tokens ? *request.max_tokens : static_cast<int>(runtime_->n_ctx());
+  params.max_tokens = request.max_tokens ? *request.max_tokens
+                                         : static_cast<int>(runtime_->n_ctx());
   memory::TurnCallbacks cb;
   cb.on_prompt = [&](const memory::PromptStats& p) {
     sink->OnPrompt({p.prompt_tokens, p.cached_tokens, ToCacheTier(p.tier)});

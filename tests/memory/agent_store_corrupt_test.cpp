@@ -318,25 +318,19 @@ TEST_F(CorruptStoreTest, ManifestTampering) {
        "'text_hex' is not lowercase hex"},
       {"not an object", [](Json& j) { j = Json::array(); }, ErrorCode::kCorrupt,
        "document is not a JSON object"},
-      {"memory mode",
-       [](Json& j) {
-         j["memory"] = {{"mode", "episodic"}};
-       },
-       ErrorCode::kCorrupt, "field 'memory.mode' is 'episodic', expected 'full' or 'retrieval'"},
+      {"memory mode", [](Json& j) { j["memory"] = {{"mode", "episodic"}}; }, ErrorCode::kCorrupt,
+       "field 'memory.mode' is 'episodic', expected 'full' or 'retrieval'"},
       {"memory type", [](Json& j) { j["memory"] = 3; }, ErrorCode::kCorrupt, "'memory'"},
       {"memory top_k",
        [](Json& j) {
-         j["memory"] = {{"mode", "retrieval"},  {"block_size", 16}, {"top_k", -1},
-                        {"strategy", "rr-max"}, {"keep_first", 0},  {"keep_last", 0}};
+         j["memory"] = {{"mode", "retrieval"}, {"block_size", 16}, {"top_k", -1},
+                        {"strategy", "rr-max"}, {"keep_first", 0}, {"keep_last", 0}};
        },
        ErrorCode::kCorrupt, "'memory.top_k' = -1 is outside"},
       {"memory strategy",
        [](Json& j) {
-         j["memory"] = {{"mode", "retrieval"},
-                        {"block_size", 16},
-                        {"top_k", 4},
-                        {"keep_first", 0},
-                        {"keep_last", 0}};
+         j["memory"] = {{"mode", "retrieval"}, {"block_size", 16}, {"top_k", 4},
+                        {"keep_first", 0}, {"keep_last", 0}};
        },
        ErrorCode::kCorrupt, "'memory.strategy' is missing"},
       {"memory neighbors",

@@ -3,9 +3,9 @@
 #include <limits>
 #include <utility>
 
-#include "core/utf8.h"
 #include "memory/store/hash.h"
 #include "memory/store/json_util.h"
+#include "core/utf8.h"
 
 namespace kvmem::memory::store {
 namespace {
