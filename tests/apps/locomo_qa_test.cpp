@@ -172,6 +172,14 @@ class LocomoH2oTest : public ::testing::TestWithParam<const char*> {
     tok_ = std::make_unique<tokenizer::Tokenizer>(std::move(*t));
   }
 
+  // Runs the methods on one conversation; each answered question lands in (*by_method)[method].
+  Result<std::vector<LocomoMethodResult>> Run(
+      const LocomoConversation& conv, const std::vector<LocomoMethod>& methods,
+      const LocomoQaOptions& o, std::map<std::string, std::vector<QaRecord>>* by_method) {
+    return RunLocomoQa(*model_, *tok_, &threads_, {conv}, methods, o,
+                       [by_method](const QaRecord& q) { (*by_method)[q.method].push_back(q); });
+  }
+
   std::unique_ptr<model::testing::TempFile> file_;
   std::unique_ptr<model::Model> model_;
   std::unique_ptr<tokenizer::Tokenizer> tok_;
@@ -195,8 +203,7 @@ TEST_P(LocomoH2oTest, LargeBudgetIsFullContextAndSmallBudgetKeepsItsRows) {
   LocomoQaOptions o;
   o.answer_tokens = 1;  // decode adds exactly one row: the prompt's last token
   std::map<std::string, std::vector<QaRecord>> rec;
-  auto results = RunLocomoQa(*model_, *tok_, &threads_, {conv}, *methods, o,
-                             [&](const QaRecord& q) { rec[q.method].push_back(q); });
+  auto results = Run(conv, *methods, o, &rec);
   ASSERT_TRUE(results.ok()) << results.status().ToString();
   ASSERT_EQ(results->size(), 3u);
   for (const LocomoMethodResult& m : *results) EXPECT_EQ(m.truncated_tokens, 0) << m.method;
@@ -259,8 +266,7 @@ TEST_P(LocomoTextTest, Bm25OfEveryTurnIsFullContext) {
   conv.qa.resize(1);
   for (int i = 0; i < 8; ++i) conv.qa[0].answer += " and a red bike";
   std::map<std::string, std::vector<QaRecord>> rec;
-  auto results = RunLocomoQa(*model_, *tok_, &threads_, {conv}, *methods, o,
-                             [&](const QaRecord& q) { rec[q.method].push_back(q); });
+  auto results = Run(conv, *methods, o, &rec);
   ASSERT_TRUE(results.ok()) << results.status().ToString();
   const std::vector<QaRecord>& full = rec["full"];
   const std::vector<QaRecord>& all = rec["bm25/k100"];
@@ -308,8 +314,7 @@ TEST_P(LocomoTextTest, DefaultSystemTurnOpensEveryContext) {
   LocomoQaOptions o;
   o.answer_tokens = 4;
   std::map<std::string, std::vector<QaRecord>> rec;
-  auto results = RunLocomoQa(*model_, *tok_, &threads_, {conv}, *methods, o,
-                             [&](const QaRecord& q) { rec[q.method].push_back(q); });
+  auto results = Run(conv, *methods, o, &rec);
   ASSERT_TRUE(results.ok()) << results.status().ToString();
   const std::vector<QaRecord>& full = rec["full"];
   const std::vector<QaRecord>& bm25 = rec["bm25/k100"];
