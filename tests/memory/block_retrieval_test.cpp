@@ -311,35 +311,6 @@ TEST(TopKChronological, HighestScoresInIndexOrder) {
   EXPECT_EQ(TopKChronological(tied, 2), (std::vector<int64_t>{0, 1}));
 }
 
-TEST(AggregateScores, MaxTiesBrokenByTheSumOfTheRows) {
-  // Three rows over four blocks; Reciprocal Rank ranks blocks 0, 1 and 3 first in some row, so
-  // rr-max gives the three the same 1 / (1 + c).
-  const std::vector<float> bounds = {
-      9.0f, 1.0f, 2.0f, 0.0f,   // ranks 1, 3, 2, 4
-      0.0f, 9.0f, 2.0f, 1.0f,   // ranks 4, 1, 2, 3
-      0.0f, 8.0f, 1.0f, 9.0f};  // ranks 4, 2, 3, 1
-  const double c = 60;
-  auto rr = [c](int rank) { return 1 / (rank + c); };
-  RetrievalStrategy s{ScoreNorm::kReciprocalRank, ScoreAgg::kMax};
-  std::vector<double> ties;
-  const std::vector<double> got = AggregateScores(bounds, 3, 4, s, &ties);
-  const std::vector<double> want_ties = {rr(1) + rr(4) + rr(4), rr(3) + rr(1) + rr(2),
-                                         rr(2) + rr(2) + rr(3), rr(4) + rr(3) + rr(1)};
-  ASSERT_EQ(ties.size(), 4u);
-  for (int b = 0; b < 4; ++b) EXPECT_NEAR(ties[b], want_ties[b], 1e-12) << b;
-  EXPECT_EQ(got[0], got[1]);
-  EXPECT_EQ(got[1], got[3]);
-  // Block 1 is ranked high by every row, block 0 by one: 1 first, then 3, then 0.
-  EXPECT_EQ(TopKChronological(got, 1, ties), (std::vector<int64_t>{1}));
-  EXPECT_EQ(TopKChronological(got, 2, ties), (std::vector<int64_t>{1, 3}));
-  EXPECT_EQ(TopKChronological(got, 2), (std::vector<int64_t>{0, 1}));  // without: the earlier
-  EXPECT_EQ(TopKWithNeighbors(got, 2, 1, ties), (std::vector<int64_t>{1, 2}));
-  // Sum aggregation has no tie-break of its own.
-  s.agg = ScoreAgg::kSum;
-  AggregateScores(bounds, 3, 4, s, &ties);
-  EXPECT_TRUE(ties.empty());
-}
-
 TEST(TopKWithNeighbors, FoundBlocksBringTheirNeighbours) {
   //                                  0    1    2    3    4    5    6    7    8    9
   const std::vector<double> scores = {0.0, 0.1, 0.2, 0.9, 0.3, 0.0, 0.0, 0.8, 0.0, 0.5};

@@ -6,8 +6,7 @@
 //     from the history's keys un-rotated directly, softmax-sum, top-k) on layer 0's queries
 //     (which retrieval cannot influence), and likewise with the exact max q . k per block, and
 //     with one retrieval head of layer 0 choosing for every layer, and with the best block
-//     bringing its neighbours; with rr-max (exact scores), no block left out surely ranks before
-//     a chosen one, and some tie on the max is decided by the sum of reciprocal ranks;
+//     bringing its neighbours;
 //   - every working row holds its history row's key rotated to the new position (checked
 //     against a direct double-precision rotation) and the same value;
 //   - coupled positions put the rows at their original positions and the query after the
@@ -61,7 +60,7 @@ class MemArtTest : public ::testing::TestWithParam<const char*> {
     return mem.ok() ? std::move(*mem) : nullptr;
   }
 
-  void CheckLayer0Selection(RetrievalStrategy strategy, int retrieval_head = -1, int neighbors = 0);
+  void CheckLayer0Selection(BlockScore block_score, int retrieval_head = -1, int neighbors = 0);
   void CheckAllBlocksEqualFullContext(bool retrieval_heads);
 
   std::unique_ptr<TempFile> file_;
@@ -135,24 +134,14 @@ std::vector<double> RawKey(const model::Model& model, const kv::KvPool& pool, kv
   return x;
 }
 
-RetrievalStrategy SoftmaxSum(BlockScore block_score) {
-  RetrievalStrategy s;
-  s.block_score = block_score;
-  return s;
-}
-
 // Layer 0's choice against Eq. 2-4 computed directly (kUpperBound), or with Eq. 3 replaced by the
 // exact maximum of q . k over each block's keys (kExact). With retrieval_head >= 0, that query
 // head of layer 0 alone chooses (MemArtConfig::retrieval_heads), and every layer reads its set.
-// With neighbors = 1, the best block and the two beside it are the 3 retrieved. With rr-max,
-// blocks ranked first by some row tie, and the sum of their reciprocal ranks orders them.
-void MemArtTest::CheckLayer0Selection(RetrievalStrategy strategy, int retrieval_head,
-                                      int neighbors) {
-  const BlockScore block_score = strategy.block_score;
-  const bool rr = strategy.norm == ScoreNorm::kReciprocalRank;
+// With neighbors = 1, the best block and the two beside it are the 3 retrieved.
+void MemArtTest::CheckLayer0Selection(BlockScore block_score, int retrieval_head, int neighbors) {
   const model::ModelSpec& s = model_->spec();
   MemArtConfig config;
-  config.strategy = strategy;
+  config.strategy.block_score = block_score;
   if (retrieval_head >= 0) config.retrieval_heads = {{0, retrieval_head}};
   config.neighbors = neighbors;
   config.block_size = 8;
@@ -185,14 +174,11 @@ void MemArtTest::CheckLayer0Selection(RetrievalStrategy strategy, int retrieval_
   }
   ASSERT_EQ(q.size(), static_cast<size_t>((q1 - q0) * s.q_dim()));
 
-  // Eq. 2-4 directly: boxes from the un-rotated keys, bounds, softmax per (token, head), sum;
-  // or reciprocal ranks, max, and their sum in `ties`.
+  // Eq. 2-4 directly: boxes from the un-rotated keys, bounds, softmax per (token, head), sum.
   const int group = s.n_heads / s.n_kv_heads;
   const double scale = s.attn_scale();
   const int br = pool_->geometry().block_rows;
   std::vector<double> score(n_blocks, 0.0);
-  // Reciprocal ranks: the range of each block's max and sum over the rows.
-  std::vector<std::pair<double, double>> rr_max(n_blocks, {0.0, 0.0}), rr_sum(n_blocks, {0, 0});
   for (int t = 0; t < q1 - q0; ++t) {
     for (int h = 0; h < s.n_heads; ++h) {
       if (retrieval_head >= 0 && h != retrieval_head) continue;
@@ -224,25 +210,6 @@ void MemArtTest::CheckLayer0Selection(RetrievalStrategy strategy, int retrieval_
           }
         }
       }
-      if (rr) {
-        // Bounds closer than the kernel's f32 rounding (and equal keys, which repeated tokens
-        // give in layer 0) may rank either way: each block's rank lies in [lo, hi].
-        ASSERT_EQ(strategy.agg, ScoreAgg::kMax);
-        const double eps = 1e-4;
-        for (int64_t b = 0; b < n_blocks; ++b) {
-          int64_t lo = 1, hi = 1;  // 1 + blocks surely above b; 1 + blocks maybe above b
-          for (int64_t o = 0; o < n_blocks; ++o) {
-            if (o == b) continue;
-            lo += bound[o] > bound[b] + eps;
-            hi += bound[o] > bound[b] - eps;
-          }
-          const double best = 1.0 / (static_cast<double>(lo) + strategy.rr_c);
-          const double worst = 1.0 / (static_cast<double>(hi) + strategy.rr_c);
-          rr_max[b] = {std::max(rr_max[b].first, worst), std::max(rr_max[b].second, best)};
-          rr_sum[b] = {rr_sum[b].first + worst, rr_sum[b].second + best};
-        }
-        continue;
-      }
       const double mx = *std::max_element(bound.begin(), bound.end());
       double z = 0;
       for (double b : bound) z += std::exp(b - mx);
@@ -265,30 +232,7 @@ void MemArtTest::CheckLayer0Selection(RetrievalStrategy strategy, int retrieval_
   EXPECT_TRUE(std::is_sorted(got.begin(), got.end()));
   EXPECT_EQ(got.front(), 0);  // always kept
   EXPECT_EQ(got.back(), 15);
-  if (rr) {
-    // No block left out surely ranks before a chosen one: by a higher max, or by an equal max
-    // and a higher sum.
-    auto surely_before = [&](int64_t u, int64_t c) {
-      if (rr_max[u].first > rr_max[c].second) return true;
-      const bool same_max = rr_max[u].first == rr_max[u].second &&
-                            rr_max[c].first == rr_max[c].second &&
-                            rr_max[u].first == rr_max[c].first;
-      return same_max && rr_sum[u].first > rr_sum[c].second;
-    };
-    bool tie_broken = false;
-    for (int64_t u = 1; u < 15; ++u) {
-      if (std::find(got.begin(), got.end(), u) != got.end()) continue;
-      for (int64_t c : got) {
-        if (c == 0 || c == 15) continue;
-        EXPECT_FALSE(surely_before(u, c)) << "block " << u << " left out for block " << c;
-        // The case tests the tie-break: a chosen block that ties a left-out earlier one on the
-        // max and wins on the sum, which the earlier-first order alone would have left out.
-        tie_broken |= u < c && rr_max[u] == rr_max[c] && rr_max[c].first == rr_max[c].second &&
-                      surely_before(c, u);
-      }
-    }
-    EXPECT_TRUE(tie_broken) << "no tie on the max was decided by the sum";
-  } else if (neighbors == 1) {
+  if (neighbors == 1) {
     // Among the 3 retrieved candidates is a best one by the direct scores (up to the kernel's
     // rounding), with those of its two neighbours that are candidates (1..14).
     const std::vector<int64_t> run(got.begin() + 1, got.end() - 1);
@@ -348,26 +292,19 @@ void MemArtTest::CheckLayer0Selection(RetrievalStrategy strategy, int retrieval_
 }
 
 TEST_P(MemArtTest, Layer0SelectionMatchesDirectEquations) {
-  CheckLayer0Selection(SoftmaxSum(BlockScore::kUpperBound));
+  CheckLayer0Selection(BlockScore::kUpperBound);
 }
 
 TEST_P(MemArtTest, Layer0ExactSelectionMatchesDirectMaxDot) {
-  CheckLayer0Selection(SoftmaxSum(BlockScore::kExact));
+  CheckLayer0Selection(BlockScore::kExact);
 }
 
 TEST_P(MemArtTest, RetrievalHeadChoosesForEveryLayer) {
-  CheckLayer0Selection(SoftmaxSum(BlockScore::kUpperBound), 1);
+  CheckLayer0Selection(BlockScore::kUpperBound, 1);
 }
 
 TEST_P(MemArtTest, NeighboursOfTheBestBlockAreRead) {
-  CheckLayer0Selection(SoftmaxSum(BlockScore::kUpperBound), -1, 1);
-}
-
-TEST_P(MemArtTest, RrMaxTiesGoToTheBlockMoreRowsRankHigh) {
-  const RetrievalStrategy rr_max{ScoreNorm::kReciprocalRank, ScoreAgg::kMax, 60.0,
-                                 BlockScore::kExact};
-  CheckLayer0Selection(rr_max);
-  CheckLayer0Selection(rr_max, 1);  // one retrieval head's rows
+  CheckLayer0Selection(BlockScore::kUpperBound, -1, 1);
 }
 
 TEST(HeadRef, ParsesAndNamesLayerDotHead) {

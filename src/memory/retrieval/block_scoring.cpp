@@ -134,11 +134,9 @@ void RankOrder(const float* row, int64_t n, std::vector<int64_t>* order) {
 }  // namespace
 
 std::vector<double> AggregateScores(std::span<const float> bounds, int64_t n_rows, int64_t n_blocks,
-                                    const RetrievalStrategy& strategy, std::vector<double>* ties) {
+                                    const RetrievalStrategy& strategy) {
   assert(bounds.size() == static_cast<size_t>(n_rows * n_blocks));
-  const bool max = strategy.agg == ScoreAgg::kMax;
-  std::vector<double> score(n_blocks, max ? -INFINITY : 0.0);
-  if (ties != nullptr) ties->assign(max ? n_blocks : 0, 0.0);
+  std::vector<double> score(n_blocks, strategy.agg == ScoreAgg::kMax ? -INFINITY : 0.0);
   std::vector<double> norm(n_blocks);
   std::vector<int64_t> order;
   for (int64_t r = 0; r < n_rows; ++r) {
@@ -158,50 +156,34 @@ std::vector<double> AggregateScores(std::span<const float> bounds, int64_t n_row
       }
     }
     for (int64_t b = 0; b < n_blocks; ++b) {
-      score[b] = max ? std::max(score[b], norm[b]) : score[b] + norm[b];
-    }
-    if (max && ties != nullptr) {
-      for (int64_t b = 0; b < n_blocks; ++b) (*ties)[b] += norm[b];
+      score[b] = strategy.agg == ScoreAgg::kSum ? score[b] + norm[b] : std::max(score[b], norm[b]);
     }
   }
   if (n_rows == 0) std::fill(score.begin(), score.end(), 0.0);
   return score;
 }
 
-namespace {
-
-// Strict weak order of blocks: higher score, then higher tie, then the earlier block.
-auto RankedBefore(std::span<const double> scores, std::span<const double> ties) {
-  assert(ties.empty() || ties.size() == scores.size());
-  return [scores, ties](int64_t a, int64_t b) {
-    if (scores[a] != scores[b]) return scores[a] > scores[b];
-    if (!ties.empty() && ties[a] != ties[b]) return ties[a] > ties[b];
-    return a < b;
-  };
-}
-
-}  // namespace
-
-std::vector<int64_t> TopKChronological(std::span<const double> scores, int64_t k,
-                                       std::span<const double> ties) {
+std::vector<int64_t> TopKChronological(std::span<const double> scores, int64_t k) {
   const int64_t n = static_cast<int64_t>(scores.size());
   std::vector<int64_t> order(n);
   std::iota(order.begin(), order.end(), 0);
   k = std::clamp<int64_t>(k, 0, n);
-  std::partial_sort(order.begin(), order.begin() + k, order.end(), RankedBefore(scores, ties));
+  std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int64_t a, int64_t b) {
+    return scores[a] > scores[b] || (scores[a] == scores[b] && a < b);
+  });
   order.resize(k);
   std::sort(order.begin(), order.end());
   return order;
 }
 
-std::vector<int64_t> TopKWithNeighbors(std::span<const double> scores, int64_t k, int neighbors,
-                                       std::span<const double> ties) {
+std::vector<int64_t> TopKWithNeighbors(std::span<const double> scores, int64_t k, int neighbors) {
   const int64_t n = static_cast<int64_t>(scores.size());
   k = std::clamp<int64_t>(k, 0, n);
-  if (neighbors <= 0 || k == n) return TopKChronological(scores, k, ties);
+  if (neighbors <= 0 || k == n) return TopKChronological(scores, k);
   std::vector<int64_t> order(n);
   std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(), RankedBefore(scores, ties));
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return scores[a] > scores[b]; });
   std::vector<char> taken(n, 0);
   std::vector<int64_t> out;
   auto take = [&](int64_t b) {

@@ -18,11 +18,7 @@
 // of q . k over the block's keys (ArkVale's definition), from the keys themselves. It reads every
 // history key of the layer per request, so it measures what the box costs in retrieval quality;
 // it is not the compressed index the paper builds.
-// Ties: Max aggregation with Reciprocal Rank gives every block that some row ranks first the
-// same score 1 / (1 + c), and with many rows (query tokens x heads) dozens of blocks share it.
-// Their order is not the paper's to give; here the sum of the block's normalized scores over the
-// rows breaks it (the block more rows rank high first), and the earlier block breaks what is
-// still equal, so results are deterministic.
+// Ties rank the earlier block first, so results are deterministic.
 // Thread-safety: pure functions.
 #pragma once
 
@@ -71,22 +67,17 @@ void BlockExactScores(std::span<const float> keys, int n_kv_heads, int head_dim,
                       const float* q, int n_tokens, int n_heads, float scale, ThreadPool* pool,
                       std::vector<float>* scores);
 
-// Eq. 4: one score per block from bounds (n_rows, n_blocks). With `ties` and Max aggregation,
-// also the sum of each block's normalized scores (the tie-break above); else `ties` is cleared.
+// Eq. 4: one score per block from bounds (n_rows, n_blocks).
 std::vector<double> AggregateScores(std::span<const float> bounds, int64_t n_rows, int64_t n_blocks,
-                                    const RetrievalStrategy& strategy,
-                                    std::vector<double>* ties = nullptr);
+                                    const RetrievalStrategy& strategy);
 
-// The k highest-scoring blocks (all when k >= n), ascending. Equal scores: the higher `ties`
-// (when given, one per block) first, then the earlier block.
-std::vector<int64_t> TopKChronological(std::span<const double> scores, int64_t k,
-                                       std::span<const double> ties = {});
+// The k highest-scoring blocks (all when k >= n), ascending.
+std::vector<int64_t> TopKChronological(std::span<const double> scores, int64_t k);
 
 // Deviation (MemArtConfig::neighbors): k blocks taken in score order, each bringing the blocks
 // up to `neighbors` away on either side (nearest first, the one after before the one before)
 // while fewer than k are taken, so a block found by the query is read with the text around it.
-// Score order and ties as TopKChronological's. Ascending; neighbors = 0 is TopKChronological.
-std::vector<int64_t> TopKWithNeighbors(std::span<const double> scores, int64_t k, int neighbors,
-                                       std::span<const double> ties = {});
+// Ascending; neighbors = 0 is TopKChronological.
+std::vector<int64_t> TopKWithNeighbors(std::span<const double> scores, int64_t k, int neighbors);
 
 }  // namespace kvmem::memory

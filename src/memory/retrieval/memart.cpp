@@ -300,19 +300,15 @@ Status MemArtMemory::BeginTurn(std::span<const int32_t> tokens, ThreadPool* pool
                        config_.strategy.block_score);
     }
   };
-  // The always-kept blocks and the top k_eff candidates by `score` (equal ones by `ties`, when
-  // given), chronological.
-  auto top = [&](const std::vector<double>& score, const std::vector<double>& ties) {
+  // The always-kept blocks and the top k_eff candidates by `score`, chronological.
+  auto top = [&](const std::vector<double>& score) {
     std::vector<int64_t> chosen = kept;
     if (k_eff == 0) return chosen;
-    std::vector<double> cand_score(candidates.size()), cand_ties;
+    std::vector<double> cand_score(candidates.size());
     for (size_t i = 0; i < candidates.size(); ++i) cand_score[i] = score[candidates[i]];
-    if (!ties.empty()) {
-      for (int64_t b : candidates) cand_ties.push_back(ties[b]);
-    }
     // Candidates are the contiguous blocks between the kept ones: adjacent indices are adjacent
     // blocks.
-    for (int64_t i : TopKWithNeighbors(cand_score, k_eff, config_.neighbors, cand_ties)) {
+    for (int64_t i : TopKWithNeighbors(cand_score, k_eff, config_.neighbors)) {
       chosen.push_back(candidates[i]);
     }
     std::sort(chosen.begin(), chosen.end());
@@ -320,13 +316,13 @@ Status MemArtMemory::BeginTurn(std::span<const int32_t> tokens, ThreadPool* pool
   };
   // The paper's choice: per layer, every query row of the layer.
   auto per_layer = [&](int layer, const float* q, int n_tokens) {
-    std::vector<double> score(n_blocks(), 0.0), ties;
+    std::vector<double> score(n_blocks(), 0.0);
     if (k_eff > 0 && n_tokens > 0) {
       score_rows(layer, q, n_tokens);
       score = AggregateScores(bounds, static_cast<int64_t>(n_tokens) * spec.n_heads, n_blocks(),
-                              config_.strategy, &ties);
+                              config_.strategy);
     }
-    return top(score, ties);
+    return top(score);
   };
   auto record = [&](const ChooseBlocks& choose) {
     return [&, choose](int layer, const float* q, int n) {
@@ -347,14 +343,17 @@ Status MemArtMemory::BeginTurn(std::span<const int32_t> tokens, ThreadPool* pool
       return fail(st, "memart: query prefill");
     }
   } else {
-    // Pass 1, through the last retrieval head's layer: the retrieval heads' rows, in whichever
-    // layers they are, normalized per row and aggregated (Table 1) over all of them.
+    // Pass 1, through the last retrieval head's layer: the retrieval heads' rows, normalized
+    // per row and aggregated (Table 1) over all of them, in whichever layers they are.
     int last = 0;
     for (const HeadRef& h : config_.retrieval_heads) last = std::max(last, h.layer);
+    const bool sum = config_.strategy.agg == ScoreAgg::kSum;
+    std::vector<double> score(n_blocks(), sum ? 0.0 : -INFINITY);
     std::vector<float> rows;
-    int64_t n_rows = 0;
     auto scouting = [&](int layer, const float* q, int n_tokens) {
       std::vector<int64_t> chosen = per_layer(layer, q, n_tokens);
+      rows.clear();
+      int64_t n_rows = 0;
       for (const HeadRef& h : config_.retrieval_heads) {
         if (h.layer != layer) continue;
         for (int t = 0; t < n_tokens; ++t) {
@@ -364,16 +363,19 @@ Status MemArtMemory::BeginTurn(std::span<const int32_t> tokens, ThreadPool* pool
           ++n_rows;
         }
       }
+      if (n_rows > 0) {
+        const std::vector<double> s = AggregateScores(rows, n_rows, n_blocks(), config_.strategy);
+        for (int64_t b = 0; b < n_blocks(); ++b) {
+          score[b] = sum ? score[b] + s[b] : std::max(score[b], s[b]);
+        }
+      }
       return chosen;
     };
     if (Status st = RunQuery(tokens, pool, scouting, last, false); !st.ok()) {
       return fail(st, "memart: retrieval heads' pass");
     }
-    std::vector<double> ties;
-    const std::vector<double> score =
-        AggregateScores(rows, n_rows, n_blocks(), config_.strategy, &ties);
     // Pass 2: every layer reads the retrieval heads' choice.
-    const std::vector<int64_t> chosen = top(score, ties);
+    const std::vector<int64_t> chosen = top(score);
     if (Status st = ResetWorking(r_rows); !st.ok()) return fail(st, "memart: turn");
     auto shared = [&](int, const float*, int) { return chosen; };
     if (Status st = RunQuery(tokens, pool, record(shared), spec.n_layers - 1, true); !st.ok()) {
