@@ -205,7 +205,8 @@ void AddEvalLocomoCommand(CLI::App& eval) {
                   "LoCoMo .json files or directories (default: $KVMEM_DATA/locomo, else "
                   "../shared/data/locomo)");
   cmd->add_option("--methods", o->sweep.names,
-                  "full, memart, memart-coupled, memart-heads, bm25, embed, h2o")
+                  "full, memart, memart-coupled, memart-heads, memart-heads-text (the heads' "
+                  "blocks read as text: a diagnostic), bm25, embed, h2o")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--k", o->sweep.top_k, "MemArt blocks retrieved per layer (a sweep)")

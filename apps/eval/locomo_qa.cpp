@@ -543,6 +543,7 @@ class Runner {
     const auto sys = static_cast<int64_t>(hist_.system.size());
     const bool tally = o_.evidence_heads != nullptr && m.name == o_.evidence_heads_method;
     std::vector<float> keys, scores;
+    std::unique_ptr<kv::KvPool> text_pool;  // blocks_as_text
     for (const Question& q : questions_) {
       memory::RetrievalReport rep;
       std::vector<BlockRange> evidence;  // the evidence turns' blocks, for the head tally
@@ -564,14 +565,41 @@ class Runner {
       mem->set_query_observer(nullptr);
       KVMEM_RETURN_IF_ERROR(begun);
       if (!evidence.empty()) o_.evidence_heads->EndQuestion(evidence, mem->n_blocks());
-      const double prefill_s = Since(t1);
-      kv::KvSequence* work = mem->working();
-      auto a = AnswerOn(model_, tok_, pool_, work, mem->next_position() - work->n_rows(),
-                        q.prompt.back(), q.gold, o_.answer_tokens);
-      KVMEM_RETURN_IF_ERROR(mem->EndTurn(false));
-      if (!a.ok()) return a.status();
+      double prefill_s = Since(t1);
+      Result<Answer> a = Internal("unanswered");
       QaSums mt;
       mt.prefill_tokens = static_cast<double>(q.prompt.size());
+      if (m.blocks_as_text) {
+        KVMEM_RETURN_IF_ERROR(mem->EndTurn(false));
+        // Every layer read the same blocks: their tokens, then the question, prefilled.
+        // BOS opens the text, as in TextRetrieval, when the first block read is not the first.
+        std::vector<int32_t> input;
+        const std::vector<int32_t>& first = sys > 0 ? hist_.system : hist_.all;
+        if (tok_.add_bos() && !first.empty() && first[0] == tok_.bos_id() &&
+            rep.blocks.front().front() != 0) {
+          input.push_back(tok_.bos_id());
+        }
+        for (int64_t b : rep.blocks.front()) {
+          for (int64_t i = b * bs; i < std::min<int64_t>((b + 1) * bs, mem->history_rows()); ++i)
+            input.push_back(i < sys ? hist_.system[i] : hist_.all[i - sys]);
+        }
+        input.insert(input.end(), q.prompt.begin(), q.prompt.end() - 1);
+        if (!text_pool) text_pool = MakePool(rep.retrieved_rows + 4096);
+        kv::KvSequence seq(text_pool.get());
+        seq.set_window_release(false);  // as in TextRetrieval: AnswerOn goes back to the prompt
+        std::vector<float> logits;
+        const auto t2 = Clock::now();
+        KVMEM_RETURN_IF_ERROR(engine::Forward(model_, pool_, &seq, input, 0, false, &logits));
+        prefill_s += Since(t2);
+        a = AnswerOn(model_, tok_, pool_, &seq, 0, q.prompt.back(), q.gold, o_.answer_tokens);
+        mt.prefill_tokens = static_cast<double>(input.size() + 1);
+      } else {
+        kv::KvSequence* work = mem->working();
+        a = AnswerOn(model_, tok_, pool_, work, mem->next_position() - work->n_rows(),
+                     q.prompt.back(), q.gold, o_.answer_tokens);
+        KVMEM_RETURN_IF_ERROR(mem->EndTurn(false));
+      }
+      if (!a.ok()) return a.status();
       mt.latency_s = prefill_s + a->seconds;
       AddRecall(
           q.evidence,
@@ -643,14 +671,16 @@ Result<std::vector<LocomoMethod>> ExpandLocomoMethods(const LocomoSweep& sweep) 
         m.h2o.budget = b;
         out.push_back(std::move(m));
       }
-    } else if (name == "memart" || name == "memart-coupled" || name == "memart-heads") {
+    } else if (name == "memart" || name == "memart-coupled" || name == "memart-heads" ||
+               name == "memart-heads-text") {
+      const bool heads = name == "memart-heads" || name == "memart-heads-text";
       if (sweep.block_sizes.empty() || sweep.strategies.empty() || sweep.top_k.empty() ||
           sweep.neighbors.empty()) {
         return InvalidArgument(
             "--bs, --strategies, --k and --neighbors need at least one value each");
       }
-      if (name == "memart-heads" && sweep.retrieval_heads.empty()) {
-        return InvalidArgument("memart-heads needs --retrieval-heads");
+      if (heads && sweep.retrieval_heads.empty()) {
+        return InvalidArgument(name + " needs --retrieval-heads");
       }
       for (int bs : sweep.block_sizes) {
         for (const std::string& st : sweep.strategies) {
@@ -665,7 +695,7 @@ Result<std::vector<LocomoMethod>> ExpandLocomoMethods(const LocomoSweep& sweep) 
               c.keep_first = sweep.keep_first;
               c.keep_last = sweep.keep_last;
               c.coupled_positions = name == "memart-coupled";
-              if (name == "memart-heads") c.retrieval_heads = sweep.retrieval_heads;
+              if (heads) c.retrieval_heads = sweep.retrieval_heads;
               c.neighbors = nb;
               KVMEM_RETURN_IF_ERROR(memory::ValidateMemArtConfig(c));
               LocomoMethod m;
@@ -673,6 +703,7 @@ Result<std::vector<LocomoMethod>> ExpandLocomoMethods(const LocomoSweep& sweep) 
                        (nb > 0 ? "/nb" + std::to_string(nb) : "");
               m.kind = LocomoMethodKind::kMemArt;
               m.memart = c;
+              m.blocks_as_text = name == "memart-heads-text";
               out.push_back(std::move(m));
             }
           }
@@ -680,7 +711,8 @@ Result<std::vector<LocomoMethod>> ExpandLocomoMethods(const LocomoSweep& sweep) 
       }
     } else {
       return InvalidArgument("unknown method '" + name +
-                             "' (full, memart, memart-coupled, memart-heads, bm25, embed, h2o)");
+                             "' (full, memart, memart-coupled, memart-heads, memart-heads-text, "
+                             "bm25, embed, h2o)");
     }
   }
   return out;

@@ -62,6 +62,10 @@ struct LocomoMethod {
   std::string name;
   LocomoMethodKind kind = LocomoMethodKind::kFull;
   memory::MemArtConfig memart;  // kMemArt
+  // kMemArt, memart-heads-text (a diagnostic): the blocks the retrieval heads choose are read as
+  // text, their tokens prefilled afresh before the question, instead of as their stored KV. The
+  // same selection with KV computed in the context it is read in.
+  bool blocks_as_text = false;
   int turns_k = 0;              // kBm25, kEmbed: turns re-inserted
   memory::H2oConfig h2o;        // kH2O
 };
@@ -97,12 +101,12 @@ struct LocomoMethodResult {
 };
 
 // The methods a command line names: `names` from {full, memart, memart-coupled, memart-heads,
-// bm25, embed, h2o}; memart expands to every block size x strategy x top_k (memart-coupled
-// likewise, with coupled positions; memart-heads with the retrieval heads) and neighbors, bm25
-// and embed to
-// every k of theirs, h2o to every budget. Names: "full", "memart/<strategy>/bs<BS>/k<K>"
-// ("/nb<N>" added for neighbors N > 0),
-// "memart-coupled/...", "memart-heads/...", "bm25/k<K>", "embed/k<K>", "h2o/b<BUDGET>".
+// memart-heads-text, bm25, embed, h2o}; memart expands to every block size x strategy x top_k
+// (memart-coupled likewise, with coupled positions; memart-heads with the retrieval heads, and
+// memart-heads-text reading their blocks as text) and neighbors, bm25 and embed to every k of
+// theirs, h2o to every budget. Names: "full", "memart/<strategy>/bs<BS>/k<K>" ("/nb<N>" added
+// for neighbors N > 0), "memart-coupled/...", "memart-heads/...", "memart-heads-text/...",
+// "bm25/k<K>", "embed/k<K>", "h2o/b<BUDGET>".
 // InvalidArgument on an unknown name or empty sweep.
 struct LocomoSweep {
   std::vector<std::string> names = {"full", "memart", "bm25"};

@@ -77,6 +77,8 @@ TEST(LocomoMethods, RefusesBadInput) {
 
 TEST(LocomoMethods, MemArtHeadsCarryTheirHeads) {
   LocomoSweep s;
+  s.names = {"memart-heads-text"};
+  EXPECT_FALSE(ExpandLocomoMethods(s).ok());  // no heads given
   s.names = {"memart", "memart-heads"};
   s.strategies = {"rr-max"};
   EXPECT_FALSE(ExpandLocomoMethods(s).ok());  // no heads given
@@ -89,6 +91,13 @@ TEST(LocomoMethods, MemArtHeadsCarryTheirHeads) {
   EXPECT_EQ((*m)[1].name, "memart-heads/rr-max/bs16/k16");
   EXPECT_EQ((*m)[1].kind, LocomoMethodKind::kMemArt);
   EXPECT_EQ((*m)[1].memart.retrieval_heads, s.retrieval_heads);
+  EXPECT_FALSE((*m)[1].blocks_as_text);
+  s.names = {"memart-heads-text"};
+  m = ExpandLocomoMethods(s);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ((*m)[0].name, "memart-heads-text/rr-max/bs16/k16");
+  EXPECT_TRUE((*m)[0].blocks_as_text);
+  EXPECT_EQ((*m)[0].memart.retrieval_heads, s.retrieval_heads);
 }
 
 TEST(LocomoMethods, ExpandsH2oBudgets) {
@@ -305,10 +314,11 @@ TEST_P(LocomoTextTest, DefaultSystemTurnOpensEveryContext) {
   const double n_hist = static_cast<double>(r.turns.back().end + 1);
 
   LocomoSweep sweep;
-  sweep.names = {"full", "bm25", "memart"};
+  sweep.names = {"full", "bm25", "memart", "memart-heads-text"};
   sweep.bm25_k = {100};
   sweep.block_sizes = {8};
   sweep.top_k = {1000};
+  sweep.retrieval_heads = {{0, 0}};
   auto methods = ExpandLocomoMethods(sweep);
   ASSERT_TRUE(methods.ok()) << methods.status().ToString();
   LocomoQaOptions o;
@@ -319,7 +329,9 @@ TEST_P(LocomoTextTest, DefaultSystemTurnOpensEveryContext) {
   const std::vector<QaRecord>& full = rec["full"];
   const std::vector<QaRecord>& bm25 = rec["bm25/k100"];
   const std::vector<QaRecord>& memart = rec["memart/softmax-sum/bs8/k1000"];
+  const std::vector<QaRecord>& as_text = rec["memart-heads-text/softmax-sum/bs8/k1000"];
   ASSERT_EQ(full.size(), 2u);
+  ASSERT_EQ(as_text.size(), 2u);
   ASSERT_EQ(bm25.size(), 2u);
   ASSERT_EQ(memart.size(), 2u);
   for (size_t i = 0; i < full.size(); ++i) {
@@ -336,6 +348,11 @@ TEST_P(LocomoTextTest, DefaultSystemTurnOpensEveryContext) {
     EXPECT_NEAR(memart[i].metrics.answer_nll, full[i].metrics.answer_nll,
                 1e-3 * (1 + full[i].metrics.answer_nll));
     EXPECT_EQ(memart[i].metrics.evidence_recall, 1.0);
+    // Every block read as text: the tokens of full context, prefilled the same way.
+    EXPECT_EQ(as_text[i].metrics.prefill_tokens, n_system + n_hist + n_prompt);
+    EXPECT_EQ(as_text[i].metrics.answer_nll, bm25[i].metrics.answer_nll);
+    EXPECT_EQ(as_text[i].prediction, full[i].prediction);
+    EXPECT_EQ(as_text[i].metrics.evidence_recall, 1.0);
   }
 }
 
