@@ -468,6 +468,19 @@ class Runner {
         r);
   }
 
+  // Prefills `context` and the question's prompt but its last token into the emptied `seq`
+  // (from position 0; prefill time added to *prefill_s), then answers.
+  Result<Answer> PrefillAndAnswer(std::vector<int32_t> context, const Question& q,
+                                  kv::KvSequence* seq, double* prefill_s) {
+    context.insert(context.end(), q.prompt.begin(), q.prompt.end() - 1);
+    seq->Clear();
+    std::vector<float> logits;
+    const auto t0 = Clock::now();
+    KVMEM_RETURN_IF_ERROR(engine::Forward(model_, pool_, seq, context, 0, false, &logits));
+    *prefill_s += Since(t0);
+    return AnswerOn(model_, tok_, pool_, seq, 0, q.prompt.back(), q.gold, o_.answer_tokens);
+  }
+
   // The plaintext baselines: the turns `top_k(question)` names, re-inserted as text in history
   // order before the question, all prefilled.
   template <typename TopK>
@@ -479,7 +492,6 @@ class Runner {
     // AnswerOn scores the gold answer past the prompt, then goes back to decode from the prompt:
     // sliding-window layers must keep the rows that going back needs.
     seq.set_window_release(false);
-    std::vector<float> logits;
     for (const Question& q : questions_) {
       std::vector<size_t> turns = top_k(q);
       std::sort(turns.begin(), turns.end());  // history order
@@ -492,15 +504,11 @@ class Runner {
         }
         input.insert(input.end(), hist_.tokens[t].begin(), hist_.tokens[t].end());
       }
-      input.insert(input.end(), q.prompt.begin(), q.prompt.end() - 1);
-      seq.Clear();
-      const auto t1 = Clock::now();
-      KVMEM_RETURN_IF_ERROR(engine::Forward(model_, pool_, &seq, input, 0, false, &logits));
-      const double prefill_s = Since(t1);
-      auto a = AnswerOn(model_, tok_, pool_, &seq, 0, q.prompt.back(), q.gold, o_.answer_tokens);
+      double prefill_s = 0;
+      auto a = PrefillAndAnswer(input, q, &seq, &prefill_s);
       if (!a.ok()) return a.status();
       QaSums mt;
-      mt.prefill_tokens = static_cast<double>(input.size() + 1);
+      mt.prefill_tokens = static_cast<double>(input.size() + q.prompt.size());
       mt.latency_s = prefill_s + a->seconds;
       AddRecall(
           q.evidence,
@@ -583,16 +591,11 @@ class Runner {
           for (int64_t i = b * bs; i < std::min<int64_t>((b + 1) * bs, mem->history_rows()); ++i)
             input.push_back(i < sys ? hist_.system[i] : hist_.all[i - sys]);
         }
-        input.insert(input.end(), q.prompt.begin(), q.prompt.end() - 1);
         if (!text_pool) text_pool = MakePool(rep.retrieved_rows + 4096);
         kv::KvSequence seq(text_pool.get());
         seq.set_window_release(false);  // as in TextRetrieval: AnswerOn goes back to the prompt
-        std::vector<float> logits;
-        const auto t2 = Clock::now();
-        KVMEM_RETURN_IF_ERROR(engine::Forward(model_, pool_, &seq, input, 0, false, &logits));
-        prefill_s += Since(t2);
-        a = AnswerOn(model_, tok_, pool_, &seq, 0, q.prompt.back(), q.gold, o_.answer_tokens);
-        mt.prefill_tokens = static_cast<double>(input.size() + 1);
+        a = PrefillAndAnswer(input, q, &seq, &prefill_s);
+        mt.prefill_tokens = static_cast<double>(input.size() + q.prompt.size());
       } else {
         kv::KvSequence* work = mem->working();
         a = AnswerOn(model_, tok_, pool_, work, mem->next_position() - work->n_rows(),
