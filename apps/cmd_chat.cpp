@@ -201,6 +201,8 @@ void AddChatCommand(CLI::App& app) {
   cmd->add_option("--neighbors", o->retrieval.neighbors,
                   "retrieval: adjacent blocks each found block brings, within --top-k")
       ->capture_default_str();
+  cmd->add_flag("--turn-bounded", o->retrieval.turn_bounded,
+                "retrieval: neighbours stay within the turns (chat messages) of the found block");
   cmd->add_option("--retrieval-heads", o->retrieval_heads,
                   "retrieval: LAYER.HEAD query heads that choose the blocks for every layer (find "
                   "them with kvmem eval locomo --head-report)")

@@ -234,6 +234,12 @@ void AddEvalLocomoCommand(CLI::App& eval) {
                   "within --k (a deviation, so a found block's turn is read; a sweep)")
       ->delimiter(',')
       ->capture_default_str();
+  cmd->add_option("--turn-bounded", o->sweep.turn_bounded,
+                  "MemArt: 1 keeps the neighbours within the turns the chosen block overlaps (a "
+                  "deviation: the rest of a found turn is read, not the turns beside it); a sweep "
+                  "of 0,1")
+      ->delimiter(',')
+      ->capture_default_str();
   cmd->add_option("--bm25-k", o->sweep.bm25_k, "BM25: turns re-inserted (a sweep)")
       ->delimiter(',')
       ->capture_default_str();

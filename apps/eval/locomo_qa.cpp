@@ -678,19 +678,29 @@ Result<std::vector<LocomoMethod>> ExpandLocomoMethods(const LocomoSweep& sweep) 
                name == "memart-heads-text") {
       const bool heads = name == "memart-heads" || name == "memart-heads-text";
       if (sweep.block_sizes.empty() || sweep.strategies.empty() || sweep.top_k.empty() ||
-          sweep.neighbors.empty()) {
+          sweep.neighbors.empty() || sweep.turn_bounded.empty()) {
         return InvalidArgument(
-            "--bs, --strategies, --k and --neighbors need at least one value each");
+            "--bs, --strategies, --k, --neighbors and --turn-bounded need at least one value each");
       }
       if (heads && sweep.retrieval_heads.empty()) {
         return InvalidArgument(name + " needs --retrieval-heads");
+      }
+      // (neighbours, turn-bounded) pairs; bounding no neighbours changes nothing.
+      std::vector<std::pair<int, bool>> spreads;
+      for (int nb : sweep.neighbors) {
+        for (int tb : sweep.turn_bounded) {
+          if (tb != 0 && tb != 1) {
+            return InvalidArgument("--turn-bounded: " + std::to_string(tb) + " (0 or 1)");
+          }
+          if (tb == 0 || nb > 0) spreads.push_back({nb, tb == 1});
+        }
       }
       for (int bs : sweep.block_sizes) {
         for (const std::string& st : sweep.strategies) {
           auto strategy = memory::ParseStrategy(st);
           if (!strategy.ok()) return strategy.status();
           for (int k : sweep.top_k) {
-            for (int nb : sweep.neighbors) {
+            for (const auto& [nb, turn_bounded] : spreads) {
               memory::MemArtConfig c;
               c.block_size = bs;
               c.top_k = k;
@@ -700,10 +710,11 @@ Result<std::vector<LocomoMethod>> ExpandLocomoMethods(const LocomoSweep& sweep) 
               c.coupled_positions = name == "memart-coupled";
               if (heads) c.retrieval_heads = sweep.retrieval_heads;
               c.neighbors = nb;
+              c.turn_bounded = turn_bounded;
               KVMEM_RETURN_IF_ERROR(memory::ValidateMemArtConfig(c));
               LocomoMethod m;
               m.name = name + "/" + st + "/bs" + std::to_string(bs) + "/k" + std::to_string(k) +
-                       (nb > 0 ? "/nb" + std::to_string(nb) : "");
+                       (nb > 0 ? "/nb" + std::to_string(nb) : "") + (turn_bounded ? "/turn" : "");
               m.kind = LocomoMethodKind::kMemArt;
               m.memart = c;
               m.blocks_as_text = name == "memart-heads-text";

@@ -105,9 +105,9 @@ struct LocomoMethodResult {
 // (memart-coupled likewise, with coupled positions; memart-heads with the retrieval heads, and
 // memart-heads-text reading their blocks as text) and neighbors, bm25 and embed to every k of
 // theirs, h2o to every budget. Names: "full", "memart/<strategy>/bs<BS>/k<K>" ("/nb<N>" added
-// for neighbors N > 0), "memart-coupled/...", "memart-heads/...", "memart-heads-text/...",
-// "bm25/k<K>", "embed/k<K>", "h2o/b<BUDGET>".
-// InvalidArgument on an unknown name or empty sweep.
+// for neighbors N > 0, then "/turn" when turn-bounded), "memart-coupled/...", "memart-heads/...",
+// "memart-heads-text/...", "bm25/k<K>", "embed/k<K>", "h2o/b<BUDGET>". InvalidArgument on an
+// unknown name or empty sweep.
 struct LocomoSweep {
   std::vector<std::string> names = {"full", "memart", "bm25"};
   std::vector<int> block_sizes = {16};
@@ -121,6 +121,9 @@ struct LocomoSweep {
   int keep_last = 0;
   // memart: adjacent blocks each chosen block brings (MemArtConfig::neighbors), a sweep.
   std::vector<int> neighbors = {0};
+  // memart: 1 keeps the neighbours within the turns of the chosen block
+  // (MemArtConfig::turn_bounded), a sweep of 0 and 1 (1 is skipped for neighbors 0).
+  std::vector<int> turn_bounded = {0};
   // memart-heads: the query heads that choose one block set for every layer.
   std::vector<memory::HeadRef> retrieval_heads;
 };

@@ -207,4 +207,8 @@ Result<std::string> RenderChat(ChatTemplateKind kind, std::span<const ChatMessag
   return RenderChat(ChatTemplateFor(kind), messages, add_generation_prompt);
 }
 
+bool OpensChatMessage(std::string_view piece) {
+  return piece == "<|im_start|>" || piece == "<|start_header_id|>" || piece == "<start_of_turn>";
+}
+
 }  // namespace kvmem::tokenizer

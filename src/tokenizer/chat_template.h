@@ -61,6 +61,10 @@ Result<std::string> RenderChat(const ChatTemplate& tmpl, std::span<const ChatMes
 Result<std::string> RenderChat(ChatTemplateKind kind, std::span<const ChatMessage> messages,
                                bool add_generation_prompt);
 
+// Whether a token's text opens a message in one of the families' templates: "<|im_start|>",
+// "<|start_header_id|>", "<start_of_turn>". Where an agent's memory marks its turns.
+bool OpensChatMessage(std::string_view piece);
+
 // Python's str.strip() (Jinja's trim filter): removes leading and trailing Unicode whitespace.
 std::string_view TrimPythonWhitespace(std::string_view s);
 

@@ -100,6 +100,27 @@ TEST(LocomoMethods, MemArtHeadsCarryTheirHeads) {
   EXPECT_EQ((*m)[0].memart.retrieval_heads, s.retrieval_heads);
 }
 
+TEST(LocomoMethods, TurnBoundedNeighboursAreTheirOwnMethods) {
+  LocomoSweep s;
+  s.names = {"memart"};
+  s.neighbors = {0, 2};
+  s.turn_bounded = {0, 1};
+  auto m = ExpandLocomoMethods(s);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  // Bounding no neighbours is the plain method, not a method of its own.
+  ASSERT_EQ(m->size(), 3u);
+  EXPECT_EQ((*m)[0].name, "memart/softmax-sum/bs16/k16");
+  EXPECT_EQ((*m)[1].name, "memart/softmax-sum/bs16/k16/nb2");
+  EXPECT_FALSE((*m)[1].memart.turn_bounded);
+  EXPECT_EQ((*m)[2].name, "memart/softmax-sum/bs16/k16/nb2/turn");
+  EXPECT_TRUE((*m)[2].memart.turn_bounded);
+  EXPECT_EQ((*m)[2].memart.neighbors, 2);
+  s.turn_bounded = {2};
+  EXPECT_FALSE(ExpandLocomoMethods(s).ok());
+  s.turn_bounded = {};
+  EXPECT_FALSE(ExpandLocomoMethods(s).ok());
+}
+
 TEST(LocomoMethods, ExpandsH2oBudgets) {
   LocomoSweep s;
   s.names = {"h2o"};

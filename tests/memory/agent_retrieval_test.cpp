@@ -102,6 +102,7 @@ TEST_F(AgentRetrievalTest, RestartedRuntimeRetrievesAndRepliesAsTheLiveOne) {
   auto live = Runtime();
   AgentMemory memory = Retrieval(8, 2);
   memory.retrieval.neighbors = 1;
+  memory.retrieval.turn_bounded = true;
   memory.retrieval.retrieval_heads = {{1, 0}, {0, 3}};
   ASSERT_TRUE(live->CreateAgent(ada_, memory).ok());
   std::string r1, r2;
@@ -115,6 +116,7 @@ TEST_F(AgentRetrievalTest, RestartedRuntimeRetrievesAndRepliesAsTheLiveOne) {
   EXPECT_EQ(policy->block_size, 8);
   EXPECT_EQ(policy->top_k, 2);
   EXPECT_EQ(policy->neighbors, 1);
+  EXPECT_TRUE(policy->turn_bounded);
   EXPECT_EQ(policy->retrieval_heads, (std::vector<std::string>{"1.0", "0.3"}));
 
   auto restarted = Runtime();

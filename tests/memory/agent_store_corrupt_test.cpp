@@ -340,6 +340,13 @@ TEST_F(CorruptStoreTest, ManifestTampering) {
                         {"neighbors", -2}};
        },
        ErrorCode::kCorrupt, "'memory.neighbors' = -2 is outside"},
+      {"memory turn_bounded",
+       [](Json& j) {
+         j["memory"] = {{"mode", "retrieval"},  {"block_size", 16}, {"top_k", 4},
+                        {"strategy", "rr-max"}, {"keep_first", 0},  {"keep_last", 0},
+                        {"turn_bounded", "yes"}};
+       },
+       ErrorCode::kCorrupt, "'memory.turn_bounded' is not a boolean"},
       {"memory retrieval_heads",
        [](Json& j) {
          j["memory"] = {{"mode", "retrieval"},          {"block_size", 16}, {"top_k", 4},
@@ -365,7 +372,7 @@ TEST_F(CorruptStoreTest, ManifestTampering) {
   ExpectLoadError(ErrorCode::kCorrupt, "nests deeper");
   RestoreManifest();
   EXPECT_TRUE(Load().ok());
-  // A retrieval policy written before "neighbors" existed reads as 0.
+  // A retrieval policy written before "neighbors" and "turn_bounded" existed reads as 0, false.
   EditManifest([](Json& j) {
     j["memory"] = {{"mode", "retrieval"},  {"block_size", 16}, {"top_k", 4},
                    {"strategy", "rr-max"}, {"keep_first", 0},  {"keep_last", 0}};
@@ -374,6 +381,7 @@ TEST_F(CorruptStoreTest, ManifestTampering) {
   ASSERT_TRUE(old.ok()) << old.status().ToString();
   EXPECT_EQ(old->top_k, 4);
   EXPECT_EQ(old->neighbors, 0);
+  EXPECT_FALSE(old->turn_bounded);
   EXPECT_TRUE(old->retrieval_heads.empty());
   RestoreManifest();
 }

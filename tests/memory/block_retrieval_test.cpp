@@ -330,5 +330,23 @@ TEST(TopKWithNeighbors, FoundBlocksBringTheirNeighbours) {
   EXPECT_EQ(TopKWithNeighbors(scores, 0, 1), (std::vector<int64_t>{}));
 }
 
+TEST(TopKWithNeighbors, TurnBoundedNeighboursStayInTheFoundTurn) {
+  //                                  0    1    2    3    4    5    6    7    8    9
+  const std::vector<double> scores = {0.0, 0.1, 0.2, 0.9, 0.3, 0.0, 0.0, 0.8, 0.0, 0.5};
+  // Turns: blocks 0-1, 2-3, 4-6, 7-9.
+  const std::vector<BlockSpan> spans = {{0, 1}, {0, 1}, {2, 3}, {2, 3}, {4, 6},
+                                        {4, 6}, {4, 6}, {7, 9}, {7, 9}, {7, 9}};
+  // 3 brings 2 (4, 5 and 1 are other turns); 7 brings 8 and 9 (6 and 5 are not its turn).
+  EXPECT_EQ(TopKWithNeighbors(scores, 5, 2, spans), (std::vector<int64_t>{2, 3, 7, 8, 9}));
+  // Unbounded, the same k is spent around block 3 alone.
+  EXPECT_EQ(TopKWithNeighbors(scores, 5, 2), (std::vector<int64_t>{1, 2, 3, 4, 5}));
+  // Then 9 (taken) and 4, which brings 5 of its own turn.
+  EXPECT_EQ(TopKWithNeighbors(scores, 7, 2, spans), (std::vector<int64_t>{2, 3, 4, 5, 7, 8, 9}));
+  // A block's own span does not limit the blocks found by score: one block per turn.
+  const std::vector<BlockSpan> single = {{0, 0}, {1, 1}, {2, 2}, {3, 3}, {4, 4},
+                                         {5, 5}, {6, 6}, {7, 7}, {8, 8}, {9, 9}};
+  EXPECT_EQ(TopKWithNeighbors(scores, 4, 2, single), TopKChronological(scores, 4));
+}
+
 }  // namespace
 }  // namespace kvmem::memory

@@ -60,7 +60,8 @@ class MemArtTest : public ::testing::TestWithParam<const char*> {
     return mem.ok() ? std::move(*mem) : nullptr;
   }
 
-  void CheckLayer0Selection(BlockScore block_score, int retrieval_head = -1, int neighbors = 0);
+  void CheckLayer0Selection(BlockScore block_score, int retrieval_head = -1, int neighbors = 0,
+                            bool one_block_turns = false);
   void CheckAllBlocksEqualFullContext(bool retrieval_heads);
 
   std::unique_ptr<TempFile> file_;
@@ -137,20 +138,32 @@ std::vector<double> RawKey(const model::Model& model, const kv::KvPool& pool, kv
 // Layer 0's choice against Eq. 2-4 computed directly (kUpperBound), or with Eq. 3 replaced by the
 // exact maximum of q . k over each block's keys (kExact). With retrieval_head >= 0, that query
 // head of layer 0 alone chooses (MemArtConfig::retrieval_heads), and every layer reads its set.
-// With neighbors = 1, the best block and the two beside it are the 3 retrieved.
-void MemArtTest::CheckLayer0Selection(BlockScore block_score, int retrieval_head, int neighbors) {
+// With neighbors = 1, the best block and the two beside it are the 3 retrieved. With
+// one_block_turns, every block is a turn of its own and neighbours are turn-bounded: the plain
+// top 3 again.
+void MemArtTest::CheckLayer0Selection(BlockScore block_score, int retrieval_head, int neighbors,
+                                      bool one_block_turns) {
   const model::ModelSpec& s = model_->spec();
   MemArtConfig config;
   config.strategy.block_score = block_score;
   if (retrieval_head >= 0) config.retrieval_heads = {{0, retrieval_head}};
   config.neighbors = neighbors;
+  config.turn_bounded = one_block_turns;
   config.block_size = 8;
   config.top_k = 3;
   config.keep_first = 8;  // block 0
   config.keep_last = 8;   // block 15 (128 rows: no partial block)
   auto mem = Make(config);
-  Remember(mem.get(), 0, 60);
-  Remember(mem.get(), 60, 128);
+  if (one_block_turns) {
+    std::vector<int64_t> offsets;
+    for (int64_t b = 0; b < 16; ++b) offsets.push_back(b * 8);
+    ASSERT_TRUE(mem->BeginTurn(Tokens(0, 128), &threads_, nullptr).ok());
+    ASSERT_TRUE(mem->EndTurn(true, offsets).ok());
+    ASSERT_EQ(mem->turn_starts(), offsets);
+  } else {
+    Remember(mem.get(), 0, 60);
+    Remember(mem.get(), 60, 128);
+  }
   const int64_t n_blocks = mem->n_blocks();
   ASSERT_EQ(n_blocks, 16);
 
@@ -232,7 +245,7 @@ void MemArtTest::CheckLayer0Selection(BlockScore block_score, int retrieval_head
   EXPECT_TRUE(std::is_sorted(got.begin(), got.end()));
   EXPECT_EQ(got.front(), 0);  // always kept
   EXPECT_EQ(got.back(), 15);
-  if (neighbors == 1) {
+  if (neighbors == 1 && !one_block_turns) {
     // Among the 3 retrieved candidates is a best one by the direct scores (up to the kernel's
     // rounding), with those of its two neighbours that are candidates (1..14).
     const std::vector<int64_t> run(got.begin() + 1, got.end() - 1);
@@ -305,6 +318,65 @@ TEST_P(MemArtTest, RetrievalHeadChoosesForEveryLayer) {
 
 TEST_P(MemArtTest, NeighboursOfTheBestBlockAreRead) {
   CheckLayer0Selection(BlockScore::kUpperBound, -1, 1);
+}
+
+TEST_P(MemArtTest, TurnBoundedNeighboursOfOneBlockTurnsAreNone) {
+  CheckLayer0Selection(BlockScore::kUpperBound, -1, 1, /*one_block_turns=*/true);
+}
+
+// Turns are what each EndTurn appended, or the turns it marked; a block's turn blocks cover the
+// turns it overlaps; a restored history takes its turns back.
+TEST_P(MemArtTest, TurnsAreRememberedMarkedAndRestored) {
+  MemArtConfig config;
+  config.block_size = 8;
+  auto mem = Make(config);
+  EXPECT_TRUE(mem->turn_starts().empty());
+  Remember(mem.get(), 0, 60);
+  EXPECT_EQ(mem->turn_starts(), (std::vector<int64_t>{0}));
+  EXPECT_EQ(mem->TurnBlocks(3), (BlockSpan{0, 7}));  // the one turn, rows 0-59
+  // Offsets not ascending within the turn's rows: refused, and nothing joins the history.
+  for (const std::vector<int64_t>& bad :
+       {std::vector<int64_t>{20, 10}, {0, 68}, {-1}, {0, 0}}) {
+    ASSERT_TRUE(mem->BeginTurn(Tokens(60, 128), &threads_, nullptr).ok());
+    EXPECT_EQ(mem->turn_rows(), 68);
+    EXPECT_EQ(mem->EndTurn(true, bad).code(), ErrorCode::kInvalidArgument);
+    EXPECT_EQ(mem->history_rows(), 60);
+  }
+  ASSERT_TRUE(mem->BeginTurn(Tokens(60, 128), &threads_, nullptr).ok());
+  const std::vector<int64_t> offsets = {0, 40};  // a prompt and its reply, say
+  ASSERT_TRUE(mem->EndTurn(true, offsets).ok());
+  EXPECT_EQ(mem->turn_starts(), (std::vector<int64_t>{0, 60, 100}));
+  EXPECT_EQ(mem->TurnBlocks(7), (BlockSpan{0, 12}));    // rows 56-63 straddle turns 0-59, 60-99
+  EXPECT_EQ(mem->TurnBlocks(8), (BlockSpan{7, 12}));    // turn 60-99
+  EXPECT_EQ(mem->TurnBlocks(13), (BlockSpan{12, 15}));  // turn 100-127
+  // No offsets: the turn continues the last one.
+  ASSERT_TRUE(mem->BeginTurn(Tokens(128, 140), &threads_, nullptr).ok());
+  ASSERT_TRUE(mem->EndTurn(true, {}).ok());
+  EXPECT_EQ(mem->turn_starts(), (std::vector<int64_t>{0, 60, 100}));
+  EXPECT_EQ(mem->TurnBlocks(13), (BlockSpan{12, 17}));  // turn 100-139
+
+  // A history as a store gives it back: rows at positions 0..N-1 in storage order.
+  auto history = [&] {
+    auto seq = std::make_unique<kv::KvSequence>(pool_.get());
+    seq->set_window_release(false);  // gemma3: a history keeps every row
+    std::vector<float> logits;
+    EXPECT_TRUE(
+        engine::Forward(*model_, &threads_, seq.get(), Tokens(0, 128), 0, false, &logits).ok());
+    return seq;
+  };
+  const std::vector<int64_t> starts = {0, 60, 100};
+  auto restored = MemArtMemory::Restore(*model_, pool_.get(), config, history(), starts);
+  ASSERT_TRUE(restored.ok()) << restored.status().ToString();
+  EXPECT_EQ((*restored)->turn_starts(), starts);
+  auto unknown = MemArtMemory::Restore(*model_, pool_.get(), config, history());
+  ASSERT_TRUE(unknown.ok());
+  EXPECT_EQ((*unknown)->turn_starts(), (std::vector<int64_t>{0}));  // one turn
+  EXPECT_EQ((*unknown)->TurnBlocks(5), (BlockSpan{0, 15}));
+  for (const std::vector<int64_t>& bad :
+       {std::vector<int64_t>{60, 0}, {0, 60, 60}, {0, 128}, {-1, 5}}) {
+    EXPECT_EQ(MemArtMemory::Restore(*model_, pool_.get(), config, history(), bad).status().code(),
+              ErrorCode::kCorrupt);
+  }
 }
 
 TEST(HeadRef, ParsesAndNamesLayerDotHead) {

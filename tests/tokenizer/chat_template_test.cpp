@@ -106,6 +106,30 @@ TEST(ChatTemplate, DetectionFallbacksAndErrors) {
   EXPECT_EQ(RenderChat(*gemma2, with_system, true).status().code(), ErrorCode::kInvalidArgument);
 }
 
+// Every message each family renders (and its generation prompt) begins with a piece that opens a
+// message; the pieces that close one, and ordinary text, do not.
+TEST(ChatTemplate, MessageOpenersAreRecognized) {
+  const std::vector<ChatMessage> messages = {{"user", "Hi"}, {"assistant", "Hello"}, {"user", "?"}};
+  const std::pair<ChatTemplateKind, const char*> openers[] = {
+      {ChatTemplateKind::kChatMl, "<|im_start|>"},
+      {ChatTemplateKind::kLlama3, "<|start_header_id|>"},
+      {ChatTemplateKind::kGemma, "<start_of_turn>"}};
+  for (const auto& [kind, opener] : openers) {
+    const std::string text = *RenderChat(kind, messages, true);
+    size_t n = 0;
+    for (size_t at = text.find(opener); at != std::string::npos; at = text.find(opener, at + 1)) {
+      ++n;
+    }
+    EXPECT_EQ(n, messages.size() + 1) << ChatTemplateKindName(kind);
+    EXPECT_TRUE(text.starts_with(opener)) << ChatTemplateKindName(kind);
+    EXPECT_TRUE(OpensChatMessage(opener));
+  }
+  for (const char* other : {"<|im_end|>", "<|end_header_id|>", "<|eot_id|>", "<end_of_turn>",
+                            "<bos>", "user", "", "<|im_start|>user"}) {
+    EXPECT_FALSE(OpensChatMessage(other)) << other;
+  }
+}
+
 TEST(ChatTemplate, TrimMatchesPython) {
   EXPECT_EQ(TrimPythonWhitespace("  a b \n"), "a b");
   EXPECT_EQ(TrimPythonWhitespace("\xE3\x80\x80x\xC2\xA0\x1C"), "x");  // U+3000, NBSP, U+001C

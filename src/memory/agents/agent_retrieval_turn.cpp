@@ -7,6 +7,7 @@
 #include "engine/forward.h"
 #include "memory/agents/agent_runtime.h"
 #include "memory/agents/agent_slot.h"
+#include "tokenizer/chat_template.h"
 
 namespace kvmem::memory {
 namespace {
@@ -27,10 +28,22 @@ std::string_view QueryText(const std::string& history, std::string_view prompt,
 
 }  // namespace
 
+std::vector<int64_t> AgentRuntime::MessageStarts(std::span<const int32_t> tokens, int64_t first,
+                                                 int64_t limit) const {
+  std::vector<int64_t> starts;
+  for (size_t i = 0; i < tokens.size() && first + static_cast<int64_t>(i) < limit; ++i) {
+    if (tokenizer::OpensChatMessage(Piece(tokens[i]))) starts.push_back(first + i);
+  }
+  return starts;
+}
+
 Status AgentRuntime::AdoptHistory(Slot& slot) {
-  KVMEM_ASSIGN_OR_RETURN(slot.memart, MemArtMemory::Restore(model_, slot.pool.get(),
-                                                            slot.memory.retrieval,
-                                                            std::move(slot.seq)));
+  // The history's turns: every message the chat template opened (the turns are not stored;
+  // the messages are in the tokens).
+  const std::vector<int64_t> starts = MessageStarts(slot.tokens, 0, slot.seq->n_rows());
+  KVMEM_ASSIGN_OR_RETURN(slot.memart,
+                         MemArtMemory::Restore(model_, slot.pool.get(), slot.memory.retrieval,
+                                               std::move(slot.seq), starts));
   // Where each token's text ends: its piece lengths summed (within the stored text).
   slot.token_ends.clear();
   size_t end = 0;
@@ -124,7 +137,9 @@ Result<TurnResult> AgentRuntime::RunRetrievalTurn(Slot& slot, std::string_view p
     (void)mem.EndTurn(/*keep=*/false);
     return decoded;
   }
-  KVMEM_RETURN_IF_ERROR(mem.EndTurn(/*keep=*/true));
+  // The history's turns are the chat messages (as AdoptHistory finds them in stored tokens).
+  KVMEM_RETURN_IF_ERROR(
+      mem.EndTurn(/*keep=*/true, MessageStarts(turn_tokens, 0, mem.turn_rows())));
   slot.tokens.insert(slot.tokens.end(), turn_tokens.begin(), turn_tokens.end());
   slot.text += turn_text;
   slot.token_ends.insert(slot.token_ends.end(), turn_ends.begin(), turn_ends.end());

@@ -26,6 +26,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -183,6 +184,9 @@ class AgentRuntime {
   Result<Tier> Acquire(const store::AgentKey* key, Slot& slot, double* load_seconds);
   // Retrieval agents: turns slot.seq (the history, empty or loaded) into slot.memart.
   Status AdoptHistory(Slot& slot);
+  // Rows first + i (below limit) where tokens[i] opens a chat message.
+  std::vector<int64_t> MessageStarts(std::span<const int32_t> tokens, int64_t first,
+                                     int64_t limit) const;
   // Keeps the stored tokens the new prompt can reuse; returns the ids to prefill.
   Result<std::vector<int32_t>> PlanPrompt(Slot& slot, std::string_view text, PromptStats* ps);
   Status Prefill(Slot& slot, std::span<const int32_t> ids, std::vector<float>* logits);

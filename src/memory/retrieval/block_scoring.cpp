@@ -176,8 +176,10 @@ std::vector<int64_t> TopKChronological(std::span<const double> scores, int64_t k
   return order;
 }
 
-std::vector<int64_t> TopKWithNeighbors(std::span<const double> scores, int64_t k, int neighbors) {
+std::vector<int64_t> TopKWithNeighbors(std::span<const double> scores, int64_t k, int neighbors,
+                                       std::span<const BlockSpan> spans) {
   const int64_t n = static_cast<int64_t>(scores.size());
+  assert(spans.empty() || static_cast<int64_t>(spans.size()) == n);
   k = std::clamp<int64_t>(k, 0, n);
   if (neighbors <= 0 || k == n) return TopKChronological(scores, k);
   std::vector<int64_t> order(n);
@@ -186,16 +188,24 @@ std::vector<int64_t> TopKWithNeighbors(std::span<const double> scores, int64_t k
                    [&](int64_t a, int64_t b) { return scores[a] > scores[b]; });
   std::vector<char> taken(n, 0);
   std::vector<int64_t> out;
-  auto take = [&](int64_t b) {
-    if (b < 0 || b >= n || taken[b] || static_cast<int64_t>(out.size()) == k) return;
+  auto take = [&](int64_t b, BlockSpan span) {
+    if (b < span.first || b > span.second || taken[b] || static_cast<int64_t>(out.size()) == k) {
+      return;
+    }
     taken[b] = 1;
     out.push_back(b);
   };
   for (size_t i = 0; i < order.size() && static_cast<int64_t>(out.size()) < k; ++i) {
-    take(order[i]);
+    const int64_t b = order[i];
+    BlockSpan span{0, n - 1};
+    if (!spans.empty()) {
+      span.first = std::max<int64_t>(span.first, spans[b].first);
+      span.second = std::min<int64_t>(span.second, spans[b].second);
+    }
+    take(b, {b, b});
     for (int d = 1; d <= neighbors; ++d) {
-      take(order[i] + d);
-      take(order[i] - d);
+      take(b + d, span);
+      take(b - d, span);
     }
   }
   std::sort(out.begin(), out.end());

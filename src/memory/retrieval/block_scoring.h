@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -78,6 +79,11 @@ std::vector<int64_t> TopKChronological(std::span<const double> scores, int64_t k
 // up to `neighbors` away on either side (nearest first, the one after before the one before)
 // while fewer than k are taken, so a block found by the query is read with the text around it.
 // Ascending; neighbors = 0 is TopKChronological.
-std::vector<int64_t> TopKWithNeighbors(std::span<const double> scores, int64_t k, int neighbors);
+// `spans` (empty, or one per block; MemArtConfig::turn_bounded): block b's neighbours come only
+// from blocks spans[b].first..spans[b].second (the turns b overlaps), so that the budget goes to
+// the turn a found block belongs to rather than to the turns beside it.
+using BlockSpan = std::pair<int64_t, int64_t>;
+std::vector<int64_t> TopKWithNeighbors(std::span<const double> scores, int64_t k, int neighbors,
+                                       std::span<const BlockSpan> spans = {});
 
 }  // namespace kvmem::memory

@@ -64,11 +64,20 @@ Result<std::unique_ptr<MemArtMemory>> MemArtMemory::Create(const model::Model& m
   return std::unique_ptr<MemArtMemory>(new MemArtMemory(model, pool, config));
 }
 
-Result<std::unique_ptr<MemArtMemory>> MemArtMemory::Restore(
-    const model::Model& model, kv::KvPool* pool, MemArtConfig config,
-    std::unique_ptr<kv::KvSequence> history) {
+Result<std::unique_ptr<MemArtMemory>> MemArtMemory::Restore(const model::Model& model,
+                                                            kv::KvPool* pool, MemArtConfig config,
+                                                            std::unique_ptr<kv::KvSequence> history,
+                                                            std::span<const int64_t> turn_starts) {
   KVMEM_ASSIGN_OR_RETURN(std::unique_ptr<MemArtMemory> mem, Create(model, pool, config));
   if (history->pool() != pool) return InvalidArgument("memart: the history is in another pool");
+  for (size_t i = 0; i < turn_starts.size(); ++i) {
+    if (turn_starts[i] < 0 || turn_starts[i] >= history->n_rows() ||
+        (i > 0 && turn_starts[i] <= turn_starts[i - 1])) {
+      return Corrupt("memart: turn start " + std::to_string(turn_starts[i]) +
+                     " is not ascending within the history of " +
+                     std::to_string(history->n_rows()) + " rows");
+    }
+  }
   for (int l = 0; l < model.spec().n_layers; ++l) {
     if (history->released_through(l) != kv::kNoPosition) {
       return Corrupt("memart: the stored history released rows of layer " + std::to_string(l));
@@ -88,6 +97,10 @@ Result<std::unique_ptr<MemArtMemory>> MemArtMemory::Restore(
   history->set_window_release(false);
   mem->history_ = std::move(history);
   mem->history_rows_ = std::move(rows);
+  if (mem->history_rows() > 0) mem->turn_starts_ = {0};
+  for (int64_t s : turn_starts) {
+    if (s > 0) mem->turn_starts_.push_back(s);
+  }
   for (int64_t i = 0; i < static_cast<int64_t>(mem->history_rows_.size()); ++i) {
     mem->IndexRow(mem->history_rows_[i], i);
   }
@@ -117,6 +130,19 @@ Status MemArtMemory::Reconfigure(const MemArtConfig& config) {
   if (in_turn_) return FailedPrecondition("memart: reconfigured inside a turn");
   config_ = config;
   return Status::Ok();
+}
+
+BlockSpan MemArtMemory::TurnBlocks(int64_t block) const {
+  const int64_t bs = config_.block_size;
+  const int64_t first_row = block * bs;
+  const int64_t last_row = first_row + BlockRows(block) - 1;
+  // The turn holding first_row begins at the last start <= it; the one holding last_row ends
+  // before the first start > it.
+  auto after_last = std::upper_bound(turn_starts_.begin(), turn_starts_.end(), last_row);
+  auto after_first = std::upper_bound(turn_starts_.begin(), turn_starts_.end(), first_row);
+  const int64_t begin = after_first == turn_starts_.begin() ? 0 : *(after_first - 1);
+  const int64_t end = after_last == turn_starts_.end() ? history_rows() : *after_last;
+  return {begin / bs, (end - 1) / bs};
 }
 
 int64_t MemArtMemory::BlockRows(int64_t block) const {
@@ -308,7 +334,14 @@ Status MemArtMemory::BeginTurn(std::span<const int32_t> tokens, ThreadPool* pool
     for (size_t i = 0; i < candidates.size(); ++i) cand_score[i] = score[candidates[i]];
     // Candidates are the contiguous blocks between the kept ones: adjacent indices are adjacent
     // blocks.
-    for (int64_t i : TopKWithNeighbors(cand_score, k_eff, config_.neighbors)) {
+    std::vector<BlockSpan> spans;
+    if (config_.turn_bounded) {
+      for (int64_t b : candidates) {
+        const BlockSpan t = TurnBlocks(b);
+        spans.push_back({t.first - candidates.front(), t.second - candidates.front()});
+      }
+    }
+    for (int64_t i : TopKWithNeighbors(cand_score, k_eff, config_.neighbors, spans)) {
       chosen.push_back(candidates[i]);
     }
     std::sort(chosen.begin(), chosen.end());
@@ -414,13 +447,26 @@ void MemArtMemory::IndexRow(kv::RowRef row, int64_t pos) {
   }
 }
 
-Status MemArtMemory::EndTurn(bool keep) {
+int64_t MemArtMemory::turn_rows() const {
+  return in_turn_ ? working_->n_rows() - static_cast<int64_t>(working_rows_.size()) : 0;
+}
+
+Status MemArtMemory::EndTurn(bool keep, std::span<const int64_t> turn_offsets) {
   if (!in_turn_) return FailedPrecondition("memart: no open turn");
-  in_turn_ = false;
   const model::ModelSpec& spec = model_.spec();
   const int64_t r_rows = static_cast<int64_t>(working_rows_.size());
-  const int64_t n_new = working_->n_rows() - r_rows;
+  const int64_t n_new = turn_rows();
+  in_turn_ = false;
   Status result = Status::Ok();
+  for (size_t i = 0; i < turn_offsets.size() && keep && n_new > 0; ++i) {
+    if (turn_offsets[i] < 0 || turn_offsets[i] >= n_new ||
+        (i > 0 && turn_offsets[i] <= turn_offsets[i - 1])) {
+      result = InvalidArgument("memart: turn offset " + std::to_string(turn_offsets[i]) +
+                               " is not ascending within the turn's " + std::to_string(n_new) +
+                               " rows");
+      keep = false;
+    }
+  }
   if (keep && n_new > 0) {
     // The turn's rows in storage order: the working sequence's rows after the first R.
     std::vector<kv::RowRef> turn;
@@ -447,6 +493,10 @@ Status MemArtMemory::EndTurn(bool keep) {
         IndexRow((*rows)[j], pos);
       }
       history_rows_.insert(history_rows_.end(), rows->begin(), rows->end());
+      if (n0 == 0) turn_starts_.push_back(0);
+      for (int64_t o : turn_offsets) {
+        if (n0 + o > 0) turn_starts_.push_back(n0 + o);
+      }
     }
   }
   working_->Clear();

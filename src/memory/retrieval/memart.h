@@ -23,7 +23,10 @@
 //      original history positions, the query after the whole history (positions N..), so a
 //      history longer than the model's window puts the query beyond it.
 //   4. EndTurn(keep) appends the working rows after the retrieved ones (prompt and reply) to the
-//      history, re-rotated to positions N.., and widens/adds their blocks' boxes.
+//      history, re-rotated to positions N.., and widens/adds their blocks' boxes. The history
+//      remembers where its turns begin (turn_starts(): by default each EndTurn appends one turn;
+//      a caller may mark others inside it, e.g. a prompt's and its reply's messages), for
+//      turn-bounded neighbours.
 // Retrieval heads (MemArtConfig::retrieval_heads, a deviation; off by default): the query runs
 // twice. The first pass goes up to the last layer holding a retrieval head, each layer reading
 // its own choice as in 2; there the retrieval heads' rows alone are scored, normalized and
@@ -78,6 +81,10 @@ struct MemArtConfig {
   // candidate blocks on either side within the top_k (TopKWithNeighbors), so that the turn
   // around a found block is read, not only the block.
   int neighbors = 0;
+  // Deviation, off by default: neighbours stay within the turns the chosen block overlaps (the
+  // history's turns: what each EndTurn appended, or the turns it marked), so a found
+  // block brings the rest of its turn and not the turns around it.
+  bool turn_bounded = false;
 };
 Status ValidateMemArtConfig(const MemArtConfig& config);
 
@@ -101,10 +108,12 @@ class MemArtMemory {
   // A history saved from history() and loaded back (AgentStore::Load into a sequence of
   // `pool`): its rows must sit at positions 0..N-1 in storage order. The block index is rebuilt
   // from the stored keys the way EndTurn builds it, so it equals the index before the save.
-  // Corrupt when the sequence is not such a history.
+  // Corrupt when the sequence is not such a history. turn_starts: where its turns begin
+  // (ascending history rows below N); empty: unknown, the history is one turn.
   static Result<std::unique_ptr<MemArtMemory>> Restore(const model::Model& model, kv::KvPool* pool,
                                                        MemArtConfig config,
-                                                       std::unique_ptr<kv::KvSequence> history);
+                                                       std::unique_ptr<kv::KvSequence> history,
+                                                       std::span<const int64_t> turn_starts = {});
   ~MemArtMemory();
 
   const MemArtConfig& config() const { return config_; }
@@ -118,6 +127,10 @@ class MemArtMemory {
   const BlockIndex& index() const { return index_; }
   // Memory block b is history rows [b * BS, (b + 1) * BS); the newest may be partial.
   int64_t n_blocks() const { return index_.n_blocks(); }
+  // History rows where turns begin, ascending (row 0 first once there is a history).
+  const std::vector<int64_t>& turn_starts() const { return turn_starts_; }
+  // The blocks holding the turns that block `block` overlaps: (first, last).
+  BlockSpan TurnBlocks(int64_t block) const;
 
   // Retrieves and prefills `tokens` (may be empty: only the retrieved rows are placed, with no
   // query to score them, i.e. the always-kept blocks and the first top_k). On failure nothing
@@ -135,9 +148,15 @@ class MemArtMemory {
   void set_query_observer(QueryObserver observer) { observer_ = std::move(observer); }
   // The history's keys of `layer`, position-free: (N, n_kv_heads, head_dim), N = history_rows().
   void RawKeys(int layer, std::vector<float>* keys) const;
-  // Ends the turn: with keep, its rows (query and everything decoded after it) join the history.
-  // The working sequence is emptied either way.
-  Status EndTurn(bool keep);
+  // Rows the open turn would add to the history: the query and what was decoded after it.
+  int64_t turn_rows() const;
+  // Ends the turn: with keep, its rows (query and everything decoded after it) join the history,
+  // with turns beginning at these offsets into them (ascending, below turn_rows(); by default
+  // the turn is one turn of the history; none: it continues the last one). The working
+  // sequence is emptied either way; with offsets that are not such, InvalidArgument and
+  // nothing joins the history.
+  static constexpr int64_t kOneTurn[] = {0};
+  Status EndTurn(bool keep, std::span<const int64_t> turn_offsets = kOneTurn);
 
  private:
   MemArtMemory(const model::Model& model, kv::KvPool* pool, MemArtConfig config);
@@ -165,6 +184,7 @@ class MemArtMemory {
   std::vector<kv::RopeSpec> rope_;
   std::unique_ptr<kv::KvSequence> history_;
   std::vector<kv::RowRef> history_rows_;  // (N) in order
+  std::vector<int64_t> turn_starts_;      // ascending history rows
   BlockIndex index_;
   std::unique_ptr<kv::KvSequence> working_;
   std::vector<kv::RowRef> working_rows_;  // the R retrieved rows of the current turn

@@ -137,6 +137,11 @@ Result<MemoryPolicy> ParseMemoryPolicy(const Json& j) {
   KVMEM_RETURN_IF_ERROR(small("keep_first", &p.keep_first));
   KVMEM_RETURN_IF_ERROR(small("keep_last", &p.keep_last));
   if (o->contains("neighbors")) KVMEM_RETURN_IF_ERROR(small("neighbors", &p.neighbors));
+  if (o->contains("turn_bounded")) {
+    const Json& tb = (*o)["turn_bounded"];
+    if (!tb.is_boolean()) return Corrupt("field 'memory.turn_bounded' is not a boolean");
+    p.turn_bounded = tb.get<bool>();
+  }
   if (o->contains("retrieval_heads")) {
     KVMEM_ASSIGN_OR_RETURN(const Json* heads, JsonArray(*o, "retrieval_heads", "memory"));
     if (heads->size() > kMaxRetrievalHeads) {
@@ -206,7 +211,8 @@ std::string ManifestToJson(const AgentManifest& m) {
                    {"strategy", m.memory.strategy},
                    {"keep_first", m.memory.keep_first},
                    {"keep_last", m.memory.keep_last},
-                   {"neighbors", m.memory.neighbors}};
+                   {"neighbors", m.memory.neighbors},
+                   {"turn_bounded", m.memory.turn_bounded}};
     if (!m.memory.retrieval_heads.empty())
       j["memory"]["retrieval_heads"] = m.memory.retrieval_heads;
   }
