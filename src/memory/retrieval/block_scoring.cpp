@@ -5,6 +5,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "kernels/block_max_dot.h"
 #include "kernels/matmul.h"
 
 namespace kvmem::memory {
@@ -92,9 +93,11 @@ void BlockExactScores(std::span<const float> keys, int n_kv_heads, int head_dim,
   const int64_t n_rows = static_cast<int64_t>(n_tokens) * n_heads;
   scores->assign(static_cast<size_t>(n_rows * n_blocks), -INFINITY);
   if (n_blocks == 0 || n_tokens == 0) return;
-  // Per KV head: the dot of its Q heads' rows (scaled) with every key, then the max per block.
-  std::vector<float> x(static_cast<size_t>(n_tokens) * group * head_dim);
-  std::vector<float> y(static_cast<size_t>(n_tokens) * group * n_keys);
+  // Per KV head: its Q heads' rows (scaled) against every block of its keys, in one pass over
+  // the keys (kernels/block_max_dot.h), blocks split across the threads.
+  const int64_t x_rows = static_cast<int64_t>(n_tokens) * group;
+  std::vector<float> x(static_cast<size_t>(x_rows) * head_dim);
+  std::vector<float> y(static_cast<size_t>(x_rows) * n_blocks);
   for (int g = 0; g < n_kv_heads; ++g) {
     for (int t = 0; t < n_tokens; ++t) {
       for (int j = 0; j < group; ++j) {
@@ -103,19 +106,21 @@ void BlockExactScores(std::span<const float> keys, int n_kv_heads, int head_dim,
         for (int d = 0; d < head_dim; ++d) xr[d] = scale * qr[d];
       }
     }
-    kernels::WeightMatrix w;
-    w.type = DType::kF32;
-    w.data = keys.data() + static_cast<size_t>(g) * head_dim;
-    w.n_in = head_dim;
-    w.n_out = n_keys;
-    w.row_bytes = static_cast<size_t>(kv_dim) * sizeof(float);
-    kernels::MatMul(w, x.data(), static_cast<int64_t>(n_tokens) * group, y.data(), pool);
+    auto blocks = [&](int64_t b0, int64_t b1) {
+      kernels::BlockMaxDot(x.data(), x_rows, head_dim,
+                           keys.data() + static_cast<size_t>(g) * head_dim, kv_dim, n_keys,
+                           block_size, b0, b1, y.data(), n_blocks);
+    };
+    if (pool != nullptr) {
+      pool->ParallelFor(n_blocks, std::max<int64_t>(1, n_blocks / (8 * pool->size())), blocks);
+    } else {
+      blocks(0, n_blocks);
+    }
     for (int t = 0; t < n_tokens; ++t) {
       for (int j = 0; j < group; ++j) {
-        const float* src = y.data() + (static_cast<size_t>(t) * group + j) * n_keys;
+        const float* src = y.data() + (static_cast<size_t>(t) * group + j) * n_blocks;
         float* dst = scores->data() + (static_cast<size_t>(t) * n_heads + g * group + j) * n_blocks;
-        for (int64_t i = 0; i < n_keys; ++i)
-          dst[i / block_size] = std::fmax(dst[i / block_size], src[i]);
+        std::copy(src, src + n_blocks, dst);
       }
     }
   }

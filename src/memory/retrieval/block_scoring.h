@@ -63,7 +63,7 @@ void BlockUpperBounds(const BlockIndex& index, int layer, const float* q, int n_
 // kExact for every query row and block: scores (n_tokens * n_heads, n_blocks), row
 // t * n_heads + h, = scale * max over the block's keys of q . k. keys: (n_keys, n_kv_heads,
 // head_dim) position-free, block b the keys [b * block_size, (b + 1) * block_size) (the last may
-// be partial); q as for BlockUpperBounds. Products in f32.
+// be partial); q as for BlockUpperBounds. Products and sums in f32 (kernels::BlockMaxDot).
 void BlockExactScores(std::span<const float> keys, int n_kv_heads, int head_dim, int block_size,
                       const float* q, int n_tokens, int n_heads, float scale, ThreadPool* pool,
                       std::vector<float>* scores);
