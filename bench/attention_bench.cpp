@@ -8,8 +8,6 @@
 //
 // Usage: attention_bench [--ctk f16|q8_0] [--ctv f16|q8_0] [--heads H] [--rows N] [--group G]
 //                        [--head-dim D] [--reps R]
-#include <time.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -21,15 +19,12 @@
 
 #include "core/fp16.h"
 #include "kernels/attention.h"
+#include "thread_time.h"
 
 namespace kvmem::kernels {
 namespace {
 
-double ThreadSeconds() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
+using bench::ThreadSeconds;
 
 // Random rows of a storage type: f16 values in [-2, 2), or q8_0 blocks with random codes and
 // scales in [0.005, 0.02).

@@ -6,8 +6,6 @@
 // tokens x 3 heads per KV head) over a 15,000-token history, BS 16.
 //
 // Usage: block_max_dot_bench [--rows R] [--dim D] [--kv-heads H] [--keys N] [--bs B] [--reps N]
-#include <time.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -18,15 +16,12 @@
 
 #include "kernels/block_max_dot.h"
 #include "kernels/matmul.h"
+#include "thread_time.h"
 
 namespace kvmem::kernels {
 namespace {
 
-double ThreadSeconds() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
+using bench::ThreadSeconds;
 
 int Main(int argc, char** argv) {
   int64_t rows = 108, keys = 15000, kv_heads = 3, reps = 5;
