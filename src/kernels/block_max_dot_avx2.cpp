@@ -62,9 +62,9 @@ void BlockMaxDotAvx2(const float* x, int64_t n_rows, int dim, const float* keys,
   float best[4][2];
   for (int64_t j0 = first; j0 < last; j0 += 16) {
     const int n = static_cast<int>(std::min<int64_t>(16, last - j0));
-    for (int j = 0; j < 16; ++j) {
-      const float* k = keys + (j0 + j) * key_stride;
-      for (int d = 0; d < dim; ++d) kt[d * 16 + j] = j < n ? k[d] : 0.0f;
+    for (int j = 0; j < 16; ++j) {  // keys past the last are zeros, masked out below
+      const float* k = j < n ? keys + (j0 + j) * key_stride : nullptr;
+      for (int d = 0; d < dim; ++d) kt[d * 16 + j] = k != nullptr ? k[d] : 0.0f;
     }
     const int valid[2] = {std::min(n, 8), std::max(0, n - 8)};
     const int64_t block[2] = {j0 / block_size, (j0 + 8) / block_size};
