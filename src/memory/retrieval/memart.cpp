@@ -9,6 +9,18 @@
 #include "kernels/ops.h"
 
 namespace kvmem::memory {
+namespace {
+
+// The index of the first of `rows` that is outside [0, limit) or not above the one before it;
+// -1 when there is none.
+int64_t FirstNotAscending(std::span<const int64_t> rows, int64_t limit) {
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (rows[i] < 0 || rows[i] >= limit || (i > 0 && rows[i] <= rows[i - 1])) return i;
+  }
+  return -1;
+}
+
+}  // namespace
 
 Status ValidateMemArtConfig(const MemArtConfig& c) {
   if (c.block_size != 8 && c.block_size != 16 && c.block_size != 32) {
@@ -64,19 +76,15 @@ Result<std::unique_ptr<MemArtMemory>> MemArtMemory::Create(const model::Model& m
   return std::unique_ptr<MemArtMemory>(new MemArtMemory(model, pool, config));
 }
 
-Result<std::unique_ptr<MemArtMemory>> MemArtMemory::Restore(const model::Model& model,
-                                                            kv::KvPool* pool, MemArtConfig config,
-                                                            std::unique_ptr<kv::KvSequence> history,
-                                                            std::span<const int64_t> turn_starts) {
+Result<std::unique_ptr<MemArtMemory>> MemArtMemory::Restore(
+    const model::Model& model, kv::KvPool* pool, MemArtConfig config,
+    std::unique_ptr<kv::KvSequence> history, std::span<const int64_t> turn_starts) {
   KVMEM_ASSIGN_OR_RETURN(std::unique_ptr<MemArtMemory> mem, Create(model, pool, config));
   if (history->pool() != pool) return InvalidArgument("memart: the history is in another pool");
-  for (size_t i = 0; i < turn_starts.size(); ++i) {
-    if (turn_starts[i] < 0 || turn_starts[i] >= history->n_rows() ||
-        (i > 0 && turn_starts[i] <= turn_starts[i - 1])) {
-      return Corrupt("memart: turn start " + std::to_string(turn_starts[i]) +
-                     " is not ascending within the history of " +
-                     std::to_string(history->n_rows()) + " rows");
-    }
+  if (const int64_t bad = FirstNotAscending(turn_starts, history->n_rows()); bad >= 0) {
+    return Corrupt("memart: turn start " + std::to_string(turn_starts[bad]) +
+                   " is not ascending within the history of " +
+                   std::to_string(history->n_rows()) + " rows");
   }
   for (int l = 0; l < model.spec().n_layers; ++l) {
     if (history->released_through(l) != kv::kNoPosition) {
@@ -326,6 +334,14 @@ Status MemArtMemory::BeginTurn(std::span<const int32_t> tokens, ThreadPool* pool
                        config_.strategy.block_score);
     }
   };
+  // Turn-bounded neighbours: each candidate's turn blocks, as candidate indices.
+  std::vector<BlockSpan> spans;
+  if (config_.turn_bounded && !candidates.empty()) {
+    for (int64_t b : candidates) {
+      const BlockSpan t = TurnBlocks(b);
+      spans.push_back({t.first - candidates.front(), t.second - candidates.front()});
+    }
+  }
   // The always-kept blocks and the top k_eff candidates by `score`, chronological.
   auto top = [&](const std::vector<double>& score) {
     std::vector<int64_t> chosen = kept;
@@ -334,13 +350,6 @@ Status MemArtMemory::BeginTurn(std::span<const int32_t> tokens, ThreadPool* pool
     for (size_t i = 0; i < candidates.size(); ++i) cand_score[i] = score[candidates[i]];
     // Candidates are the contiguous blocks between the kept ones: adjacent indices are adjacent
     // blocks.
-    std::vector<BlockSpan> spans;
-    if (config_.turn_bounded) {
-      for (int64_t b : candidates) {
-        const BlockSpan t = TurnBlocks(b);
-        spans.push_back({t.first - candidates.front(), t.second - candidates.front()});
-      }
-    }
     for (int64_t i : TopKWithNeighbors(cand_score, k_eff, config_.neighbors, spans)) {
       chosen.push_back(candidates[i]);
     }
@@ -458,14 +467,11 @@ Status MemArtMemory::EndTurn(bool keep, std::span<const int64_t> turn_offsets) {
   const int64_t n_new = turn_rows();
   in_turn_ = false;
   Status result = Status::Ok();
-  for (size_t i = 0; i < turn_offsets.size() && keep && n_new > 0; ++i) {
-    if (turn_offsets[i] < 0 || turn_offsets[i] >= n_new ||
-        (i > 0 && turn_offsets[i] <= turn_offsets[i - 1])) {
-      result = InvalidArgument("memart: turn offset " + std::to_string(turn_offsets[i]) +
-                               " is not ascending within the turn's " + std::to_string(n_new) +
-                               " rows");
-      keep = false;
-    }
+  if (const int64_t bad = FirstNotAscending(turn_offsets, n_new); keep && n_new > 0 && bad >= 0) {
+    result = InvalidArgument("memart: turn offset " + std::to_string(turn_offsets[bad]) +
+                             " is not ascending within the turn's " + std::to_string(n_new) +
+                             " rows");
+    keep = false;
   }
   if (keep && n_new > 0) {
     // The turn's rows in storage order: the working sequence's rows after the first R.
