@@ -31,10 +31,12 @@ struct LocomoOptions {
   bool concat = false;
   int conversations = 0;
   int answer_tokens = 24;
+  int ingest_window = 0;  // eval::LocomoQaOptions::ingest_window
   int head_report = 0;  // > 0: the per-head evidence tally, top K (eval/evidence_heads.h)
   std::vector<std::string> retrieval_heads;  // memart-heads: "LAYER.HEAD" each
   std::string cache_type_k = "f16", cache_type_v = "f16";
   std::string json_out;
+  std::string answers_out;  // JSON lines, one per answered question
   std::string embed_model;  // "": the installed all-MiniLM-L6-v2
   int threads = DefaultThreads();
 };
@@ -112,6 +114,7 @@ int Run(LocomoOptions o) {
   const model::Model& model = *mt->model;
   eval::LocomoQaOptions qo;
   qo.answer_tokens = o.answer_tokens;
+  qo.ingest_window = o.ingest_window;
   qo.limit = o.concat ? 0 : o.limit;  // --concat applied it per source conversation
   auto fk = kv::ParseKvFormat(o.cache_type_k);
   if (!fk.ok()) return Fail(fk.status().WithContext("--ctk"));
@@ -149,10 +152,29 @@ int Run(LocomoOptions o) {
   qo.progress = [&](int64_t done, int64_t total, const std::string& what) {
     progress.Steps(done, total, what);
   };
+  std::ofstream answers;
+  eval::QaCallback on_answer;
+  if (!o.answers_out.empty()) {
+    answers.open(o.answers_out);
+    if (!answers) return Fail(IoError("cannot write " + o.answers_out));
+    on_answer = [&answers](const eval::QaRecord& r) {
+      nlohmann::ordered_json j = {{"method", r.method},         {"conversation", r.conversation},
+                                  {"question", r.question},     {"gold", r.gold},
+                                  {"prediction", r.prediction}, {"category", r.category}};
+      const nlohmann::ordered_json m = SumsJson(r.metrics);
+      for (auto it = m.begin(); it != m.end(); ++it) {
+        if (it.key() != "questions") j[it.key()] = it.value();
+      }
+      // No recall for a question whose evidence names no turn of its conversation.
+      if (r.metrics.n_recall == 0) j["evidence_recall"] = nullptr;
+      answers << j.dump() << "\n";
+    };
+  }
   ThreadPool threads(o.threads);
-  auto results = eval::RunLocomoQa(model, *mt->tok, &threads, *convs, *methods, qo, nullptr);
+  auto results = eval::RunLocomoQa(model, *mt->tok, &threads, *convs, *methods, qo, on_answer);
   progress.Finish();
   if (!results.ok()) return Fail(results.status());
+  if (answers.is_open() && !answers.flush()) return Fail(IoError("cannot write " + o.answers_out));
   PrintTable(*results);
   if (heads) std::printf("\n%s: %s", qo.evidence_heads_method.c_str(), heads->Markdown(10).c_str());
   if (!o.json_out.empty()) {
@@ -161,6 +183,7 @@ int Run(LocomoOptions o) {
     j["conversations"] = nlohmann::json::array();
     for (const auto& c : *convs) j["conversations"].push_back(c.id);
     j["kv_format"] = o.cache_type_k + "/" + o.cache_type_v;
+    j["ingest_window"] = o.ingest_window;
     for (const auto& r : *results) {
       nlohmann::ordered_json m = SumsJson(r.overall);
       m["by_category"] = nlohmann::ordered_json::object();
@@ -225,6 +248,11 @@ void AddEvalLocomoCommand(CLI::App& eval) {
       ->capture_default_str();
   cmd->add_option("--keep-last", o->sweep.keep_last, "MemArt: latest history tokens always read")
       ->capture_default_str();
+  cmd->add_option("--ingest-window", o->ingest_window,
+                  "MemArt: 0 ingests the history with the first memart method's retrieval; W > 0 "
+                  "ingests each turn over the last W history rows (a sliding window)")
+      ->check(CLI::Range(0, 1 << 20))
+      ->capture_default_str();
   cmd->add_option("--retrieval-heads", o->retrieval_heads,
                   "memart-heads: LAYER.HEAD query heads that choose one block set for every layer "
                   "(a deviation; find them with --head-report on other conversations)")
@@ -273,6 +301,9 @@ void AddEvalLocomoCommand(CLI::App& eval) {
   cmd->add_option("--ctv,--cache-type-v", o->cache_type_v, "V format: f16, q8_0, q4_0")
       ->capture_default_str();
   cmd->add_option("--json", o->json_out, "write the results as JSON to this file");
+  cmd->add_option("--answers", o->answers_out,
+                  "write every answered question (method, gold, prediction, metrics) to this "
+                  "file as JSON lines, for paired comparisons (scripts/locomo_paired.py)");
   cmd->add_option("-t,--threads", o->threads, "threads")->capture_default_str();
   cmd->callback([o] { throw CLI::RuntimeError(Run(*o)); });
 }

@@ -232,6 +232,8 @@ class Runner {
                                                 o.memart.keep_last + 2 * bs +
                                                 static_cast<int64_t>(hist_.system.size()));
           }
+          retrieved = std::max(retrieved, int64_t{o_.ingest_window} + m.memart.keep_first +
+                                              2 * bs + static_cast<int64_t>(hist_.system.size()));
           auto mem = Ingest(m, retrieved, &memart_pools[bs]);
           if (!mem.ok()) return mem.status();
           memart[bs] = std::move(*mem);
@@ -524,7 +526,14 @@ class Runner {
                                                        std::unique_ptr<kv::KvPool>* pool) {
     *pool =
         MakePool(static_cast<int64_t>(hist_.system.size() + hist_.all.size()) + retrieved + 1024);
-    auto mem = memory::MemArtMemory::Create(model_, pool->get(), ConfigOf(m));
+    memory::MemArtConfig c = ConfigOf(m);
+    if (o_.ingest_window > 0) {
+      c.top_k = 0;
+      c.keep_last = o_.ingest_window;
+      c.neighbors = 0;
+      c.retrieval_heads.clear();
+    }
+    auto mem = memory::MemArtMemory::Create(model_, pool->get(), c);
     if (!mem.ok()) return mem.status();
     if (!hist_.system.empty()) {
       KVMEM_RETURN_IF_ERROR((*mem)->BeginTurn(hist_.system, pool_, nullptr));

@@ -80,6 +80,11 @@ struct LocomoQaOptions {
   // head (evidence_heads.h); must outlive the run.
   EvidenceHeads* evidence_heads = nullptr;
   std::string evidence_heads_method;
+  // memart: 0 ingests the history with the first memart method's own retrieval (as an agent
+  // that lived the conversation); W > 0 ingests each turn reading the last W history rows
+  // instead (top_k 0, keep_last W: a sliding window, as a chunked prefill of a long text would),
+  // and the questions then retrieve with each method's config.
+  int ingest_window = 0;
   // Called after each ingested turn and each answered question: units done of total, and what.
   std::function<void(int64_t done, int64_t total, const std::string& what)> progress;
 };
@@ -139,7 +144,8 @@ struct QaRecord {
 using QaCallback = std::function<void(const QaRecord&)>;
 
 // Runs the methods over the conversations. Methods of kind memart that share a block size share
-// one ingested history per conversation (ingested with the first such method's config); the
+// one ingested history per conversation (ingested with the first such method's config, or with
+// options.ingest_window); the
 // h2o methods share one prefilled, scored history per conversation.
 Result<std::vector<LocomoMethodResult>> RunLocomoQa(
     const model::Model& model, const tokenizer::Tokenizer& tok, ThreadPool* pool,

@@ -377,6 +377,50 @@ TEST_P(LocomoTextTest, DefaultSystemTurnOpensEveryContext) {
   }
 }
 
+// An ingest window as long as the history writes it as full context prefills it: MemArt
+// reading every block then answers as full context does. A window of one block writes other
+// rows (each turn sees only the block before it), so the same reading answers differently.
+// (Not on the tiny gemma3: its layers' own sliding window of 4 rows is shorter than a block.)
+class LocomoIngestTest : public LocomoH2oTest {};
+
+TEST_P(LocomoIngestTest, IngestWindowWritesTheHistoryOverASlidingWindow) {
+  const LocomoConversation conv = SmallConversation();
+  LocomoSweep sweep;
+  sweep.names = {"full", "memart"};
+  sweep.block_sizes = {8};
+  sweep.top_k = {1000};
+  auto methods = ExpandLocomoMethods(sweep);
+  ASSERT_TRUE(methods.ok()) << methods.status().ToString();
+  std::map<int, std::map<std::string, std::vector<QaRecord>>> rec;  // window -> method -> answers
+  for (int window : {100000, 8}) {
+    LocomoQaOptions o;
+    o.answer_tokens = 4;
+    o.ingest_window = window;
+    auto results = Run(conv, *methods, o, &rec[window]);
+    ASSERT_TRUE(results.ok()) << results.status().ToString();
+  }
+  const std::vector<QaRecord>& full = rec[100000]["full"];
+  const std::vector<QaRecord>& wide = rec[100000]["memart/softmax-sum/bs8/k1000"];
+  const std::vector<QaRecord>& narrow = rec[8]["memart/softmax-sum/bs8/k1000"];
+  ASSERT_EQ(full.size(), 2u);
+  ASSERT_EQ(wide.size(), 2u);
+  ASSERT_EQ(narrow.size(), 2u);
+  bool narrow_moved = false;
+  for (size_t i = 0; i < full.size(); ++i) {
+    SCOPED_TRACE(full[i].question);
+    EXPECT_NEAR(wide[i].metrics.answer_nll, full[i].metrics.answer_nll,
+                1e-3 * (1 + full[i].metrics.answer_nll));
+    EXPECT_EQ(wide[i].metrics.evidence_recall, 1.0);
+    EXPECT_EQ(narrow[i].metrics.evidence_recall, 1.0);
+    EXPECT_EQ(narrow[i].metrics.prefill_tokens, wide[i].metrics.prefill_tokens);
+    narrow_moved |= std::abs(narrow[i].metrics.answer_nll - full[i].metrics.answer_nll) >
+                    1e-2 * (1 + full[i].metrics.answer_nll);
+  }
+  EXPECT_TRUE(narrow_moved) << "a one-block ingest window changed no answer NLL";
+}
+
+INSTANTIATE_TEST_SUITE_P(Archs, LocomoIngestTest, ::testing::Values("llama", "qwen2"));
+
 INSTANTIATE_TEST_SUITE_P(Archs, LocomoTextTest, ::testing::Values("llama", "gemma3"));
 
 }  // namespace

@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""Paired comparison of `kvmem eval locomo` methods, question by question.
+
+    scripts/locomo_paired.py ANSWERS.jsonl[@TAG] ... --base METHOD[@TAG] [--metric answer_nll]
+
+ANSWERS.jsonl: what `kvmem eval locomo --answers` writes, one line per answered question. Files
+from separate runs over the same conversations and --limit may be given together: questions
+are matched by (conversation, question, gold). A file given as PATH@TAG has "@TAG" added to its
+method names, so runs of the same methods (ingested differently, say) can be compared. For every other method, prints the mean of
+(method - base) over the questions both answered, and a 95% interval for it from a paired
+bootstrap (resampling questions; 10,000 draws, fixed seed), so a difference of a few hundredths
+of a nat can be told from the noise of which questions were asked. Standard library only.
+"""
+import argparse
+import json
+import random
+import sys
+
+
+def load(paths):
+    by_method = {}
+    for arg in paths:
+        path, _, tag = arg.partition("@")
+        with open(path, encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                line = line.strip()
+                if not line:
+                    continue
+                try:
+                    r = json.loads(line)
+                    key = (r["conversation"], r["question"], r["gold"])
+                    method = r["method"] + ("@" + tag if tag else "")
+                    by_method.setdefault(method, {})[key] = r
+                except (ValueError, KeyError) as e:
+                    sys.exit(f"{path}:{n}: not an answer record ({e})")
+    return by_method
+
+
+def paired(base, other, metric, draws, rng):
+    keys = [k for k in base if k in other and base[k].get(metric) is not None
+            and other[k].get(metric) is not None]
+    if not keys:
+        return None
+    d = [other[k][metric] - base[k][metric] for k in keys]
+    mean = sum(d) / len(d)
+    means = []
+    for _ in range(draws):
+        s = 0.0
+        for _ in range(len(d)):
+            s += d[rng.randrange(len(d))]
+        means.append(s / len(d))
+    means.sort()
+    lo = means[int(0.025 * draws)]
+    hi = means[min(draws - 1, int(0.975 * draws))]
+    wins = sum(1 for x in d if x < 0)
+    return len(d), mean, lo, hi, wins
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("answers", nargs="+")
+    p.add_argument("--base", required=True, help="the method every other is compared with")
+    p.add_argument("--metric", default="answer_nll",
+                   help="answer_nll (default), evidence_recall, f1, bleu1, ...")
+    p.add_argument("--draws", type=int, default=10000)
+    a = p.parse_args()
+    by_method = load(a.answers)
+    if a.base not in by_method:
+        sys.exit(f"--base {a.base}: no such method (have: {', '.join(sorted(by_method))})")
+    rng = random.Random(1)
+    print(f"{a.metric}: method minus {a.base}, paired by question, 95% bootstrap interval")
+    print()
+    print("| method | questions | mean difference | 95% interval | questions below base |")
+    print("|---|---:|---:|---|---:|")
+    for m in sorted(by_method):
+        if m == a.base:
+            continue
+        r = paired(by_method[a.base], by_method[m], a.metric, a.draws, rng)
+        if r is None:
+            print(f"| {m} | 0 | | | |")
+            continue
+        n, mean, lo, hi, wins = r
+        print(f"| {m} | {n} | {mean:+.3f} | [{lo:+.3f}, {hi:+.3f}] | {wins} |")
+
+
+if __name__ == "__main__":
+    main()
