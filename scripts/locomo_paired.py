@@ -3,7 +3,8 @@
 
     scripts/locomo_paired.py ANSWERS.jsonl[@TAG] ... --base METHOD[@TAG] [--metric answer_nll]
 
-ANSWERS.jsonl: what `kvmem eval locomo --answers` writes, one line per answered question. Files
+ANSWERS.jsonl: what `kvmem eval locomo --answers` writes, one line per answered question (or
+that file gzipped, ending in .gz). Files
 from separate runs over the same conversations and --limit may be given together: questions
 are matched by (conversation, question, gold). A file given as PATH@TAG has "@TAG" added to its
 method names, so runs of the same methods (ingested differently, say) can be compared. For every other method, prints the mean of
@@ -12,6 +13,7 @@ bootstrap (resampling questions; 10,000 draws, fixed seed), so a difference of a
 of a nat can be told from the noise of which questions were asked. Standard library only.
 """
 import argparse
+import gzip
 import json
 import random
 import sys
@@ -21,7 +23,8 @@ def load(paths):
     by_method = {}
     for arg in paths:
         path, _, tag = arg.partition("@")
-        with open(path, encoding="utf-8") as f:
+        opener = gzip.open if path.endswith(".gz") else open
+        with opener(path, "rt", encoding="utf-8") as f:
             for n, line in enumerate(f, 1):
                 line = line.strip()
                 if not line:
