@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -157,10 +158,14 @@ int Run(LocomoOptions o) {
   if (!o.answers_out.empty()) {
     answers.open(o.answers_out);
     if (!answers) return Fail(IoError("cannot write " + o.answers_out));
-    on_answer = [&answers](const eval::QaRecord& r) {
+    // index: the question's place among the conversation's asked ones (as --limit counts).
+    on_answer = [&answers, asked = std::map<std::string, int>()](
+                    const eval::QaRecord& r) mutable {
+      const int index = asked[r.method + "\n" + r.conversation]++;
       nlohmann::ordered_json j = {{"method", r.method},         {"conversation", r.conversation},
-                                  {"question", r.question},     {"gold", r.gold},
-                                  {"prediction", r.prediction}, {"category", r.category}};
+                                  {"index", index},             {"question", r.question},
+                                  {"gold", r.gold},             {"prediction", r.prediction},
+                                  {"category", r.category}};
       const nlohmann::ordered_json m = SumsJson(r.metrics);
       for (auto it = m.begin(); it != m.end(); ++it) {
         if (it.key() != "questions") j[it.key()] = it.value();

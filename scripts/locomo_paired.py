@@ -4,13 +4,16 @@
     scripts/locomo_paired.py ANSWERS.jsonl[@TAG] ... --base METHOD[@TAG] [--metric answer_nll]
 
 ANSWERS.jsonl: what `kvmem eval locomo --answers` writes, one line per answered question (or
-that file gzipped, ending in .gz). Files
-from separate runs over the same conversations and --limit may be given together: questions
-are matched by (conversation, question, gold). A file given as PATH@TAG has "@TAG" added to its
-method names, so runs of the same methods (ingested differently, say) can be compared. For every other method, prints the mean of
-(method - base) over the questions both answered, and a 95% interval for it from a paired
-bootstrap (resampling questions; 10,000 draws, fixed seed), so a difference of a few hundredths
-of a nat can be told from the noise of which questions were asked. Standard library only.
+that file gzipped, ending in .gz). Files from separate runs over the same conversations may be
+given together: questions are matched by conversation, place among the conversation's asked
+questions, and text. A file given as PATH@TAG has "@TAG" added to its method names, so runs of
+the same methods (ingested differently, say) can be compared.
+
+For every other method, prints the mean of (method - base) over the questions both answered,
+and a 95% interval for it from a paired bootstrap (resampling questions; 10,000 draws, fixed
+seed), so a difference of a few hundredths of a nat can be told from the noise of which
+questions were asked. --from-index N keeps the questions from the N-th of each conversation on
+(e.g. 30: those that --limit 30 runs did not ask). Standard library only.
 """
 import argparse
 import gzip
@@ -19,8 +22,9 @@ import random
 import sys
 
 
-def load(paths):
+def load(paths, from_index):
     by_method = {}
+    counts = {}
     for arg in paths:
         path, _, tag = arg.partition("@")
         opener = gzip.open if path.endswith(".gz") else open
@@ -31,8 +35,14 @@ def load(paths):
                     continue
                 try:
                     r = json.loads(line)
-                    key = (r["conversation"], r["question"], r["gold"])
                     method = r["method"] + ("@" + tag if tag else "")
+                    if "index" not in r:  # older files: records come in question order
+                        seen = counts.setdefault((method, r["conversation"]), [0])
+                        r["index"] = seen[0]
+                        seen[0] += 1
+                    if r["index"] < from_index:
+                        continue
+                    key = (r["conversation"], r["index"], r["question"])
                     by_method.setdefault(method, {})[key] = r
                 except (ValueError, KeyError) as e:
                     sys.exit(f"{path}:{n}: not an answer record ({e})")
@@ -66,8 +76,10 @@ def main():
     p.add_argument("--metric", default="answer_nll",
                    help="answer_nll (default), evidence_recall, f1, bleu1, ...")
     p.add_argument("--draws", type=int, default=10000)
+    p.add_argument("--from-index", type=int, default=0,
+                   help="only the questions from this place on among each conversation's asked ones")
     a = p.parse_args()
-    by_method = load(a.answers)
+    by_method = load(a.answers, a.from_index)
     if a.base not in by_method:
         sys.exit(f"--base {a.base}: no such method (have: {', '.join(sorted(by_method))})")
     rng = random.Random(1)
