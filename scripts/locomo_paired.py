@@ -26,7 +26,9 @@ def load(paths, from_index):
     by_method = {}
     counts = {}
     for arg in paths:
-        path, _, tag = arg.partition("@")
+        path, at, tag = arg.rpartition("@")
+        if not at or "/" in tag:  # no tag
+            path, tag = arg, ""
         opener = gzip.open if path.endswith(".gz") else open
         with opener(path, "rt", encoding="utf-8") as f:
             for n, line in enumerate(f, 1):

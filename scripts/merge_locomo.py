@@ -17,7 +17,9 @@ def main():
         sys.exit(__doc__)
     out = {"methods": {}}
     for arg in sys.argv[2:]:
-        path, _, tag = arg.partition("@")
+        path, at, tag = arg.rpartition("@")
+        if not at or "/" in tag:  # no tag
+            path, tag = arg, ""
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
         for key in ("model", "conversations"):

@@ -232,8 +232,11 @@ class Runner {
                                                 o.memart.keep_last + 2 * bs +
                                                 static_cast<int64_t>(hist_.system.size()));
           }
-          retrieved = std::max(retrieved, int64_t{o_.ingest_window} + m.memart.keep_first +
-                                              2 * bs + static_cast<int64_t>(hist_.system.size()));
+          // A window longer than the history reads the history.
+          const int64_t window =
+              std::min(int64_t{o_.ingest_window}, static_cast<int64_t>(hist_.all.size()));
+          retrieved = std::max(retrieved, window + m.memart.keep_first + 2 * bs +
+                                              static_cast<int64_t>(hist_.system.size()));
           auto mem = Ingest(m, retrieved, &memart_pools[bs]);
           if (!mem.ok()) return mem.status();
           memart[bs] = std::move(*mem);

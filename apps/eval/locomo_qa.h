@@ -6,8 +6,9 @@
 //           tokens where the model's window is smaller (result.truncated_tokens says how many);
 //           prefill per question counts the kept history (what a plaintext agent re-reads).
 //   memart  the history as MemArt memory blocks (memory/retrieval/memart.h), ingested turn by
-//           turn with retrieval, then each question retrieves per layer with the method's
-//           strategy and top_k; only the question is prefilled.
+//           turn with retrieval (or over a sliding window: ingest_window), then each question
+//           retrieves per layer with the method's strategy and top_k; only the question is
+//           prefilled.
 //   bm25    the top-k turns by BM25 against the question, re-inserted as text in history order.
 //   embed   the same with the top-k turns by cosine similarity of sentence embeddings
 //           (all-MiniLM-L6-v2, memory/embed/) of the question and of each turn: Mem0-like
