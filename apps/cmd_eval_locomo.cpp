@@ -273,6 +273,12 @@ void AddEvalLocomoCommand(CLI::App& eval) {
                   "of 0,1")
       ->delimiter(',')
       ->capture_default_str();
+  cmd->add_option("--score-span", o->sweep.score_spans,
+                  "MemArt: the prompt tokens whose queries score the blocks: prompt (all, the "
+                  "paper's query) or question (its own tokens, not the instruction and chat "
+                  "template around it; a deviation); a sweep")
+      ->delimiter(',')
+      ->capture_default_str();
   cmd->add_option("--bm25-k", o->sweep.bm25_k, "BM25: turns re-inserted (a sweep)")
       ->delimiter(',')
       ->capture_default_str();

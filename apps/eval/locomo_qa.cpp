@@ -149,6 +149,21 @@ Result<Answer> AnswerOn(const model::Model& model, const tokenizer::Tokenizer& t
   return a;
 }
 
+// The number of tokens of `text` before byte `end`, or of a little less of it (a token may
+// straddle `end`: a word's leading space): the longest such prefix whose tokens begin the text's
+// tokens `all`. Internal when none within 8 bytes does.
+Result<int64_t> TokensBefore(const tokenizer::Tokenizer& tok, const std::string& text, size_t end,
+                             const std::vector<int32_t>& all) {
+  for (size_t cut = end; cut + 8 >= end && cut > 0; --cut) {
+    const std::vector<int32_t> head =
+        tok.Encode(text.substr(0, cut), /*add_special=*/false, /*parse_special=*/true);
+    if (head.size() <= all.size() && std::equal(head.begin(), head.end(), all.begin())) {
+      return static_cast<int64_t>(head.size());
+    }
+  }
+  return Internal("locomo: no token boundary near byte " + std::to_string(end) + " of " + text);
+}
+
 class Runner {
  public:
   Runner(const model::Model& model, const tokenizer::Tokenizer& tok, ThreadPool* pool,
@@ -188,9 +203,10 @@ class Runner {
       if (o_.limit > 0 && static_cast<int>(questions_.size()) >= o_.limit) break;
       Question q;
       q.qa = &qa;
-      auto prompt = QuestionPrompt(qa.question);
+      auto prompt = BuildQuestionPrompt(tmpl_, tok_, qa.question);
       if (!prompt.ok()) return prompt.status();
-      q.prompt = std::move(*prompt);
+      q.prompt = std::move(prompt->tokens);
+      q.question_tokens = prompt->question;
       q.gold = tok_.Encode(qa.answer, /*add_special=*/false);
       q.evidence = EvidenceTurns(qa, hist_);
       questions_.push_back(std::move(q));
@@ -252,17 +268,9 @@ class Runner {
   struct Question {
     const LocomoQa* qa = nullptr;
     std::vector<int32_t> prompt, gold;
+    memory::TokenRange question_tokens;  // the question's own tokens in the prompt
     std::vector<size_t> evidence;
   };
-
-  Result<std::vector<int32_t>> QuestionPrompt(const std::string& question) const {
-    const tokenizer::ChatMessage msg{
-        "user", "Based on the conversation above, answer the question in a few words.\nQuestion: " +
-                    question};
-    auto text = tokenizer::RenderChat(tmpl_, std::span(&msg, 1), /*add_generation_prompt=*/true);
-    if (!text.ok()) return text.status();
-    return tok_.Encode(*text, /*add_special=*/false, /*parse_special=*/true);
-  }
 
   std::unique_ptr<kv::KvPool> MakePool(int64_t rows) const {
     const int block_rows = 256;
@@ -571,17 +579,24 @@ class Runner {
         if (hist_.first[t + 1] > hist_.first[t])
           evidence.push_back({(sys + hist_.first[t]) / bs, (sys + hist_.first[t + 1] - 1) / bs});
       }
+      // The tokens that score: all of the prompt's but its last, or the question's.
+      const memory::TokenRange scoring =
+          m.score_question ? q.question_tokens : memory::TokenRange{};
       if (!evidence.empty()) {
         const model::ModelSpec& s = model_.spec();
         mem->set_query_observer([&](int layer, std::span<const float> raw_q, int n) {
           mem->RawKeys(layer, &keys);
-          memory::BlockExactScores(keys, s.n_kv_heads, s.head_dim_k, bs, raw_q.data(), n, s.n_heads,
-                                   s.attn_scale(), pool_, &scores);
+          const int64_t t0 = scoring.begin, t1 = scoring.end < 0 ? n : scoring.end;
+          n = static_cast<int>(t1 - t0);
+          memory::BlockExactScores(keys, s.n_kv_heads, s.head_dim_k, bs,
+                                   raw_q.data() + t0 * s.q_dim(), n, s.n_heads, s.attn_scale(),
+                                   pool_, &scores);
           o_.evidence_heads->AddLayer(layer, scores, n, mem->n_blocks(), evidence);
         });
       }
       const auto t1 = Clock::now();
-      Status begun = mem->BeginTurn(std::span(q.prompt).first(q.prompt.size() - 1), pool_, &rep);
+      Status begun =
+          mem->BeginTurn(std::span(q.prompt).first(q.prompt.size() - 1), pool_, &rep, scoring);
       mem->set_query_observer(nullptr);
       KVMEM_RETURN_IF_ERROR(begun);
       if (!evidence.empty()) o_.evidence_heads->EndQuestion(evidence, mem->n_blocks());
@@ -654,6 +669,32 @@ class Runner {
 
 }  // namespace
 
+Result<QuestionPrompt> BuildQuestionPrompt(const tokenizer::ChatTemplate& tmpl,
+                                           const tokenizer::Tokenizer& tok,
+                                           const std::string& question) {
+  const tokenizer::ChatMessage msg{
+      "user",
+      "Based on the conversation above, answer the question in a few words.\nQuestion: " + question};
+  auto text = tokenizer::RenderChat(tmpl, std::span(&msg, 1), /*add_generation_prompt=*/true);
+  if (!text.ok()) return text.status();
+  QuestionPrompt p;
+  p.tokens = tok.Encode(*text, /*add_special=*/false, /*parse_special=*/true);
+  const size_t at = text->rfind(question);
+  if (question.empty() || at == std::string::npos) {
+    return Internal("locomo: the question is not in its prompt");
+  }
+  auto begin = TokensBefore(tok, *text, at, p.tokens);
+  auto end = TokensBefore(tok, *text, at + question.size(), p.tokens);
+  if (!begin.ok()) return begin.status();
+  if (!end.ok()) return end.status();
+  p.question = {*begin, *end};
+  // The last prompt token is decoded from, not prefilled: the question must end before it.
+  if (*begin >= *end || *end >= static_cast<int64_t>(p.tokens.size())) {
+    return Internal("locomo: the question's tokens are not inside its prompt: " + question);
+  }
+  return p;
+}
+
 Result<std::vector<LocomoMethod>> ExpandLocomoMethods(const LocomoSweep& sweep) {
   std::vector<LocomoMethod> out;
   if (sweep.names.empty()) return InvalidArgument("--methods: none given");
@@ -697,14 +738,27 @@ Result<std::vector<LocomoMethod>> ExpandLocomoMethods(const LocomoSweep& sweep) 
       if (heads && sweep.retrieval_heads.empty()) {
         return InvalidArgument(name + " needs --retrieval-heads");
       }
-      // (neighbours, turn-bounded) pairs; bounding no neighbours changes nothing.
-      std::vector<std::pair<int, bool>> spreads;
+      // (neighbours, turn-bounded, question-scored) variants; bounding no neighbours changes
+      // nothing.
+      struct Variant {
+        int nb = 0;
+        bool turn_bounded = false, score_question = false;
+      };
+      std::vector<Variant> variants;
+      for (const std::string& span : sweep.score_spans) {
+        if (span != "prompt" && span != "question") {
+          return InvalidArgument("--score-span: '" + span + "' (prompt or question)");
+        }
+      }
+      if (sweep.score_spans.empty()) return InvalidArgument("--score-span: none given");
       for (int nb : sweep.neighbors) {
         for (int tb : sweep.turn_bounded) {
           if (tb != 0 && tb != 1) {
             return InvalidArgument("--turn-bounded: " + std::to_string(tb) + " (0 or 1)");
           }
-          if (tb == 0 || nb > 0) spreads.push_back({nb, tb == 1});
+          if (tb == 1 && nb == 0) continue;
+          for (const std::string& span : sweep.score_spans)
+            variants.push_back({nb, tb == 1, span == "question"});
         }
       }
       for (int bs : sweep.block_sizes) {
@@ -712,7 +766,7 @@ Result<std::vector<LocomoMethod>> ExpandLocomoMethods(const LocomoSweep& sweep) 
           auto strategy = memory::ParseStrategy(st);
           if (!strategy.ok()) return strategy.status();
           for (int k : sweep.top_k) {
-            for (const auto& [nb, turn_bounded] : spreads) {
+            for (const Variant& v : variants) {
               memory::MemArtConfig c;
               c.block_size = bs;
               c.top_k = k;
@@ -721,15 +775,17 @@ Result<std::vector<LocomoMethod>> ExpandLocomoMethods(const LocomoSweep& sweep) 
               c.keep_last = sweep.keep_last;
               c.coupled_positions = name == "memart-coupled";
               if (heads) c.retrieval_heads = sweep.retrieval_heads;
-              c.neighbors = nb;
-              c.turn_bounded = turn_bounded;
+              c.neighbors = v.nb;
+              c.turn_bounded = v.turn_bounded;
               KVMEM_RETURN_IF_ERROR(memory::ValidateMemArtConfig(c));
               LocomoMethod m;
               m.name = name + "/" + st + "/bs" + std::to_string(bs) + "/k" + std::to_string(k) +
-                       (nb > 0 ? "/nb" + std::to_string(nb) : "") + (turn_bounded ? "/turn" : "");
+                       (v.nb > 0 ? "/nb" + std::to_string(v.nb) : "") +
+                       (v.turn_bounded ? "/turn" : "") + (v.score_question ? "/q" : "");
               m.kind = LocomoMethodKind::kMemArt;
               m.memart = c;
               m.blocks_as_text = name == "memart-heads-text";
+              m.score_question = v.score_question;
               out.push_back(std::move(m));
             }
           }

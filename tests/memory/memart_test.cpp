@@ -61,7 +61,7 @@ class MemArtTest : public ::testing::TestWithParam<const char*> {
   }
 
   void CheckLayer0Selection(BlockScore block_score, int retrieval_head = -1, int neighbors = 0,
-                            bool one_block_turns = false);
+                            bool one_block_turns = false, TokenRange scoring = {});
   void CheckAllBlocksEqualFullContext(bool retrieval_heads);
 
   std::unique_ptr<TempFile> file_;
@@ -140,9 +140,9 @@ std::vector<double> RawKey(const model::Model& model, const kv::KvPool& pool, kv
 // head of layer 0 alone chooses (MemArtConfig::retrieval_heads), and every layer reads its set.
 // With neighbors = 1, the best block and the two beside it are the 3 retrieved. With
 // one_block_turns, every block is a turn of its own and neighbours are turn-bounded: the plain
-// top 3 again.
+// top 3 again. `scoring`: the query tokens (of 12) whose rows score.
 void MemArtTest::CheckLayer0Selection(BlockScore block_score, int retrieval_head, int neighbors,
-                                      bool one_block_turns) {
+                                      bool one_block_turns, TokenRange scoring) {
   const model::ModelSpec& s = model_->spec();
   MemArtConfig config;
   config.strategy.block_score = block_score;
@@ -192,7 +192,8 @@ void MemArtTest::CheckLayer0Selection(BlockScore block_score, int retrieval_head
   const double scale = s.attn_scale();
   const int br = pool_->geometry().block_rows;
   std::vector<double> score(n_blocks, 0.0);
-  for (int t = 0; t < q1 - q0; ++t) {
+  const int64_t t_end = scoring.end < 0 ? q1 - q0 : scoring.end;
+  for (int64_t t = scoring.begin; t < t_end; ++t) {
     for (int h = 0; h < s.n_heads; ++h) {
       if (retrieval_head >= 0 && h != retrieval_head) continue;
       std::vector<double> qr(s.head_dim_k);
@@ -238,7 +239,7 @@ void MemArtTest::CheckLayer0Selection(BlockScore block_score, int retrieval_head
   const double tol = 5e-3 * score[cand[0]];
 
   RetrievalReport rep;
-  ASSERT_TRUE(mem->BeginTurn(Tokens(q0, q1), &threads_, &rep).ok());
+  ASSERT_TRUE(mem->BeginTurn(Tokens(q0, q1), &threads_, &rep, scoring).ok());
   EXPECT_EQ(rep.retrieved_rows, r_rows);
   const std::vector<int64_t>& got = rep.blocks[0];
   ASSERT_EQ(got.size(), 5u);
@@ -322,6 +323,17 @@ TEST_P(MemArtTest, NeighboursOfTheBestBlockAreRead) {
 
 TEST_P(MemArtTest, TurnBoundedNeighboursOfOneBlockTurnsAreNone) {
   CheckLayer0Selection(BlockScore::kUpperBound, -1, 1, /*one_block_turns=*/true);
+}
+
+// Only the scoring tokens' rows score: per layer, and with a retrieval head (the two-pass path).
+TEST_P(MemArtTest, ScoringTokensAloneChoose) {
+  for (const TokenRange r : {TokenRange{7, 12}, TokenRange{0, 1}, TokenRange{3, -1}}) {
+    SCOPED_TRACE(std::to_string(r.begin) + ".." + std::to_string(r.end));
+    pool_ = std::make_unique<kv::KvPool>(model_->kv_geometry(32), 64);
+    CheckLayer0Selection(BlockScore::kExact, -1, 0, false, r);
+    pool_ = std::make_unique<kv::KvPool>(model_->kv_geometry(32), 64);
+    CheckLayer0Selection(BlockScore::kUpperBound, 1, 0, false, r);
+  }
 }
 
 // Turns are what each EndTurn appended, or the turns it marked; a block's turn blocks cover the
@@ -445,6 +457,17 @@ TEST_P(MemArtTest, RejectsBadConfigAndTurnMisuse) {
   EXPECT_FALSE(mem->BeginTurn(Tokens(0, 5), &threads_, nullptr).ok());
   ASSERT_TRUE(mem->EndTurn(true).ok());
   EXPECT_EQ(mem->history_rows(), 5);
+  // Scoring tokens that are not a non-empty range of the query: refused, no turn opened.
+  for (const TokenRange r : {TokenRange{-1, 2}, TokenRange{3, 3}, TokenRange{4, 2},
+                             TokenRange{0, 6}, TokenRange{5, -1}}) {
+    EXPECT_EQ(mem->BeginTurn(Tokens(5, 10), &threads_, nullptr, r).code(),
+              ErrorCode::kInvalidArgument)
+        << r.begin << ".." << r.end;
+    EXPECT_EQ(mem->working()->n_rows(), 0);
+  }
+  ASSERT_TRUE(mem->BeginTurn(Tokens(5, 10), &threads_, nullptr, {4, 5}).ok());
+  ASSERT_TRUE(mem->EndTurn(true).ok());
+  EXPECT_EQ(mem->history_rows(), 10);
 }
 
 INSTANTIATE_TEST_SUITE_P(Archs, MemArtTest, ::testing::Values("llama", "gemma3"));

@@ -300,8 +300,16 @@ Status MemArtMemory::RunQuery(std::span<const int32_t> tokens, ThreadPool* pool,
 }
 
 Status MemArtMemory::BeginTurn(std::span<const int32_t> tokens, ThreadPool* pool,
-                               RetrievalReport* report) {
+                               RetrievalReport* report, TokenRange scoring) {
   if (in_turn_) return FailedPrecondition("memart: a turn is already open");
+  const auto n_query = static_cast<int64_t>(tokens.size());
+  if (scoring.end < 0) scoring.end = n_query;
+  if (!tokens.empty() &&
+      (scoring.begin < 0 || scoring.begin >= scoring.end || scoring.end > n_query)) {
+    return InvalidArgument("memart: scoring tokens [" + std::to_string(scoring.begin) + ", " +
+                           std::to_string(scoring.end) + ") are not a range of the " +
+                           std::to_string(n_query) + " query tokens");
+  }
   const model::ModelSpec& spec = model_.spec();
   std::vector<int64_t> kept, candidates;
   PartitionBlocks(&kept, &candidates);
@@ -356,8 +364,14 @@ Status MemArtMemory::BeginTurn(std::span<const int32_t> tokens, ThreadPool* pool
     std::sort(chosen.begin(), chosen.end());
     return chosen;
   };
-  // The paper's choice: per layer, every query row of the layer.
+  // The rows of the scoring tokens among a layer's query rows.
+  auto scoring_rows = [&](const float*& q, int& n_tokens) {
+    q += scoring.begin * spec.q_dim();
+    n_tokens = static_cast<int>(scoring.end - scoring.begin);
+  };
+  // The paper's choice: per layer, every (scoring) query row of the layer.
   auto per_layer = [&](int layer, const float* q, int n_tokens) {
+    if (n_tokens > 0) scoring_rows(q, n_tokens);
     std::vector<double> score(n_blocks(), 0.0);
     if (k_eff > 0 && n_tokens > 0) {
       score_rows(layer, q, n_tokens);
@@ -394,6 +408,7 @@ Status MemArtMemory::BeginTurn(std::span<const int32_t> tokens, ThreadPool* pool
     std::vector<float> rows;
     auto scouting = [&](int layer, const float* q, int n_tokens) {
       std::vector<int64_t> chosen = per_layer(layer, q, n_tokens);
+      scoring_rows(q, n_tokens);  // the rows per_layer scored into `bounds`
       rows.clear();
       int64_t n_rows = 0;
       for (const HeadRef& h : config_.retrieval_heads) {

@@ -56,6 +56,12 @@
 
 namespace kvmem::memory {
 
+// Tokens [begin, end) of a query; end < 0: to the query's end.
+struct TokenRange {
+  int64_t begin = 0;
+  int64_t end = -1;
+};
+
 // One query head of one layer.
 struct HeadRef {
   int layer = 0;
@@ -133,9 +139,12 @@ class MemArtMemory {
   BlockSpan TurnBlocks(int64_t block) const;
 
   // Retrieves and prefills `tokens` (may be empty: only the retrieved rows are placed, with no
-  // query to score them, i.e. the always-kept blocks and the first top_k). On failure nothing
-  // is left in the working sequence.
-  Status BeginTurn(std::span<const int32_t> tokens, ThreadPool* pool, RetrievalReport* report);
+  // query to score them, i.e. the always-kept blocks and the first top_k). `scoring`: the
+  // tokens whose Q rows score the blocks (a deviation: e.g. a message's content without the
+  // chat template's wrapper); all of them by default. InvalidArgument when it is not a
+  // non-empty range inside `tokens`. On failure nothing is left in the working sequence.
+  Status BeginTurn(std::span<const int32_t> tokens, ThreadPool* pool, RetrievalReport* report,
+                   TokenRange scoring = {});
   // The working sequence of the current turn: decode continues on it at n_rows() (positions
   // R + |tokens| .., or N + |tokens| .. when coupled).
   kv::KvSequence* working() { return working_.get(); }
