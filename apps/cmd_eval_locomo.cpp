@@ -275,8 +275,8 @@ void AddEvalLocomoCommand(CLI::App& eval) {
       ->capture_default_str();
   cmd->add_option("--score-span", o->sweep.score_spans,
                   "MemArt: the prompt tokens whose queries score the blocks: prompt (all, the "
-                  "paper's query) or question (its own tokens, not the instruction and chat "
-                  "template around it; a deviation); a sweep")
+                  "paper's query), content (the user message's, not the chat template's) or "
+                  "question (its own, not the instruction before it either); a sweep")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--bm25-k", o->sweep.bm25_k, "BM25: turns re-inserted (a sweep)")

@@ -41,10 +41,9 @@ def main():
     for name, m in methods.items():
         parts = name.split("/")
         if parts[0].startswith("memart"):
-            # variant/strategy/bs, k along the line; /nbN, /turn and /wN (an ingest window a
-            # merged file names) apart
-            key = "/".join(parts[:3] + [p for p in parts[4:] if p.startswith("nb") or p == "turn"
-                                        or re.fullmatch(r"w\d+", p)])
+            # variant/strategy/bs, k along the line; what follows k (/nbN, /turn, /q, a tag a
+            # merged file adds such as /w1024) apart
+            key = "/".join(parts[:3] + parts[4:])
         elif parts[0] in ("bm25", "embed", "h2o"):
             key = parts[0]
         else:

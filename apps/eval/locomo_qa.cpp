@@ -206,6 +206,7 @@ class Runner {
       auto prompt = BuildQuestionPrompt(tmpl_, tok_, qa.question);
       if (!prompt.ok()) return prompt.status();
       q.prompt = std::move(prompt->tokens);
+      q.content_tokens = prompt->content;
       q.question_tokens = prompt->question;
       q.gold = tok_.Encode(qa.answer, /*add_special=*/false);
       q.evidence = EvidenceTurns(qa, hist_);
@@ -268,7 +269,8 @@ class Runner {
   struct Question {
     const LocomoQa* qa = nullptr;
     std::vector<int32_t> prompt, gold;
-    memory::TokenRange question_tokens;  // the question's own tokens in the prompt
+    memory::TokenRange content_tokens;   // the user message's content in the prompt
+    memory::TokenRange question_tokens;  // the question's own tokens in it
     std::vector<size_t> evidence;
   };
 
@@ -581,7 +583,9 @@ class Runner {
       }
       // The tokens that score: all of the prompt's but its last, or the question's.
       const memory::TokenRange scoring =
-          m.score_question ? q.question_tokens : memory::TokenRange{};
+          m.score_span == ScoreSpan::kQuestion  ? q.question_tokens
+          : m.score_span == ScoreSpan::kContent ? q.content_tokens
+                                                : memory::TokenRange{};
       if (!evidence.empty()) {
         const model::ModelSpec& s = model_.spec();
         mem->set_query_observer([&](int layer, std::span<const float> raw_q, int n) {
@@ -672,6 +676,7 @@ class Runner {
 Result<QuestionPrompt> BuildQuestionPrompt(const tokenizer::ChatTemplate& tmpl,
                                            const tokenizer::Tokenizer& tok,
                                            const std::string& question) {
+  if (question.empty()) return Internal("locomo: an empty question");
   const tokenizer::ChatMessage msg{
       "user",
       "Based on the conversation above, answer the question in a few words.\nQuestion: " + question};
@@ -679,19 +684,22 @@ Result<QuestionPrompt> BuildQuestionPrompt(const tokenizer::ChatTemplate& tmpl,
   if (!text.ok()) return text.status();
   QuestionPrompt p;
   p.tokens = tok.Encode(*text, /*add_special=*/false, /*parse_special=*/true);
-  const size_t at = text->rfind(question);
-  if (question.empty() || at == std::string::npos) {
-    return Internal("locomo: the question is not in its prompt");
-  }
-  auto begin = TokensBefore(tok, *text, at, p.tokens);
-  auto end = TokensBefore(tok, *text, at + question.size(), p.tokens);
-  if (!begin.ok()) return begin.status();
-  if (!end.ok()) return end.status();
-  p.question = {*begin, *end};
-  // The last prompt token is decoded from, not prefilled: the question must end before it.
-  if (*begin >= *end || *end >= static_cast<int64_t>(p.tokens.size())) {
-    return Internal("locomo: the question's tokens are not inside its prompt: " + question);
-  }
+  // The tokens of `part`, the last place it is in the text.
+  const auto range_of = [&](const std::string& part) -> Result<memory::TokenRange> {
+    const size_t at = text->rfind(part);
+    if (at == std::string::npos) return Internal("locomo: not in the prompt: " + part);
+    auto begin = TokensBefore(tok, *text, at, p.tokens);
+    auto end = TokensBefore(tok, *text, at + part.size(), p.tokens);
+    if (!begin.ok()) return begin.status();
+    if (!end.ok()) return end.status();
+    // The last prompt token is decoded from, not prefilled: the part must end before it.
+    if (*begin >= *end || *end >= static_cast<int64_t>(p.tokens.size())) {
+      return Internal("locomo: the tokens of '" + part + "' are not inside its prompt");
+    }
+    return memory::TokenRange{*begin, *end};
+  };
+  KVMEM_ASSIGN_OR_RETURN(p.content, range_of(msg.content));
+  KVMEM_ASSIGN_OR_RETURN(p.question, range_of(question));
   return p;
 }
 
@@ -742,23 +750,30 @@ Result<std::vector<LocomoMethod>> ExpandLocomoMethods(const LocomoSweep& sweep) 
       // nothing.
       struct Variant {
         int nb = 0;
-        bool turn_bounded = false, score_question = false;
+        bool turn_bounded = false;
+        ScoreSpan span = ScoreSpan::kPrompt;
       };
       std::vector<Variant> variants;
+      const std::map<std::string, ScoreSpan> span_names = {
+          {"prompt", ScoreSpan::kPrompt},
+          {"content", ScoreSpan::kContent},
+          {"question", ScoreSpan::kQuestion}};
+      std::vector<ScoreSpan> spans;
       for (const std::string& span : sweep.score_spans) {
-        if (span != "prompt" && span != "question") {
-          return InvalidArgument("--score-span: '" + span + "' (prompt or question)");
+        auto it = span_names.find(span);
+        if (it == span_names.end()) {
+          return InvalidArgument("--score-span: '" + span + "' (prompt, content or question)");
         }
+        spans.push_back(it->second);
       }
-      if (sweep.score_spans.empty()) return InvalidArgument("--score-span: none given");
+      if (spans.empty()) return InvalidArgument("--score-span: none given");
       for (int nb : sweep.neighbors) {
         for (int tb : sweep.turn_bounded) {
           if (tb != 0 && tb != 1) {
             return InvalidArgument("--turn-bounded: " + std::to_string(tb) + " (0 or 1)");
           }
           if (tb == 1 && nb == 0) continue;
-          for (const std::string& span : sweep.score_spans)
-            variants.push_back({nb, tb == 1, span == "question"});
+          for (const ScoreSpan span : spans) variants.push_back({nb, tb == 1, span});
         }
       }
       for (int bs : sweep.block_sizes) {
@@ -781,11 +796,14 @@ Result<std::vector<LocomoMethod>> ExpandLocomoMethods(const LocomoSweep& sweep) 
               LocomoMethod m;
               m.name = name + "/" + st + "/bs" + std::to_string(bs) + "/k" + std::to_string(k) +
                        (v.nb > 0 ? "/nb" + std::to_string(v.nb) : "") +
-                       (v.turn_bounded ? "/turn" : "") + (v.score_question ? "/q" : "");
+                       (v.turn_bounded ? "/turn" : "") +
+                       (v.span == ScoreSpan::kContent    ? "/c"
+                        : v.span == ScoreSpan::kQuestion ? "/q"
+                                                         : "");
               m.kind = LocomoMethodKind::kMemArt;
               m.memart = c;
               m.blocks_as_text = name == "memart-heads-text";
-              m.score_question = v.score_question;
+              m.score_span = v.span;
               out.push_back(std::move(m));
             }
           }

@@ -59,6 +59,12 @@ namespace kvmem::eval {
 
 enum class LocomoMethodKind { kFull, kMemArt, kBm25, kEmbed, kH2O };
 
+// The prompt tokens whose queries score MemArt's blocks (MemArtMemory::BeginTurn's `scoring`):
+// all of them (the paper's query), the user message's content (not the chat template's tokens
+// around it), or the question alone (not the instruction before it either). The last two are
+// deviations.
+enum class ScoreSpan { kPrompt, kContent, kQuestion };
+
 struct LocomoMethod {
   // e.g. "full", "memart/softmax-sum/bs16/k32", "bm25/k10", "embed/k10", "h2o/b256"
   std::string name;
@@ -68,9 +74,7 @@ struct LocomoMethod {
   // text, their tokens prefilled afresh before the question, instead of as their stored KV. The
   // same selection with KV computed in the context it is read in.
   bool blocks_as_text = false;
-  // kMemArt: only the question's own tokens score the blocks, not the instruction and chat
-  // template around it in the prompt (MemArtMemory::BeginTurn's `scoring`, a deviation).
-  bool score_question = false;
+  ScoreSpan score_span = ScoreSpan::kPrompt;  // kMemArt
   int turns_k = 0;              // kBm25, kEmbed: turns re-inserted
   memory::H2oConfig h2o;        // kH2O
 };
@@ -115,7 +119,8 @@ struct LocomoMethodResult {
 // (memart-coupled likewise, with coupled positions; memart-heads with the retrieval heads, and
 // memart-heads-text reading their blocks as text) and neighbors, bm25 and embed to every k of
 // theirs, h2o to every budget. Names: "full", "memart/<strategy>/bs<BS>/k<K>" ("/nb<N>" added
-// for neighbors N > 0, then "/turn" when turn-bounded, then "/q" when the question alone scores),
+// for neighbors N > 0, then "/turn" when turn-bounded, then "/c" or "/q" when the message's
+// content or the question alone scores),
 // "memart-coupled/...", "memart-heads/...",
 // "memart-heads-text/...", "bm25/k<K>", "embed/k<K>", "h2o/b<BUDGET>". InvalidArgument on an
 // unknown name or empty sweep.
@@ -137,21 +142,21 @@ struct LocomoSweep {
   std::vector<int> turn_bounded = {0};
   // memart-heads: the query heads that choose one block set for every layer.
   std::vector<memory::HeadRef> retrieval_heads;
-  // memart: which prompt tokens score the blocks, a sweep of "prompt" (all of them, the paper's
-  // query) and "question" (the question's own tokens: LocomoMethod::score_question).
+  // memart: which prompt tokens score the blocks (ScoreSpan), a sweep of "prompt", "content"
+  // and "question".
   std::vector<std::string> score_spans = {"prompt"};
 };
 Result<std::vector<LocomoMethod>> ExpandLocomoMethods(const LocomoSweep& sweep);
 
 // The prompt of one question: the user turn "Based on the conversation above, answer the
 // question in a few words.\nQuestion: <question>" rendered with `tmpl` and its generation prompt,
-// tokenized (special tokens parsed); `question`: the question's own tokens in it, ending before
-// the prompt's last token (a token straddling the question's first byte, as a word's leading
-// space does, counts as the question's). Internal when the question is empty or its bytes do not
-// begin and end at token boundaries (up to such a straddling token).
+// tokenized (special tokens parsed); `content`: the message's content tokens in it, `question`:
+// the question's own, both ending before the prompt's last token (a token straddling a text's
+// first byte, as a word's leading space does, counts as the text's). Internal when the question
+// is empty or the texts do not begin and end at token boundaries (up to such a straddling token).
 struct QuestionPrompt {
   std::vector<int32_t> tokens;
-  memory::TokenRange question;
+  memory::TokenRange content, question;
 };
 Result<QuestionPrompt> BuildQuestionPrompt(const tokenizer::ChatTemplate& tmpl,
                                            const tokenizer::Tokenizer& tok,

@@ -127,15 +127,17 @@ TEST(LocomoMethods, QuestionScoredVariantsAreTheirOwnMethods) {
   s.names = {"memart"};
   s.neighbors = {0, 2};
   s.turn_bounded = {1};
-  s.score_spans = {"prompt", "question"};
+  s.score_spans = {"prompt", "content", "question"};
   auto m = ExpandLocomoMethods(s);
   ASSERT_TRUE(m.ok()) << m.status().ToString();
-  ASSERT_EQ(m->size(), 2u);  // turn-bounding no neighbours is no method
+  ASSERT_EQ(m->size(), 3u);  // turn-bounding no neighbours is no method
   EXPECT_EQ((*m)[0].name, "memart/softmax-sum/bs16/k16/nb2/turn");
-  EXPECT_FALSE((*m)[0].score_question);
-  EXPECT_EQ((*m)[1].name, "memart/softmax-sum/bs16/k16/nb2/turn/q");
-  EXPECT_TRUE((*m)[1].score_question);
-  EXPECT_EQ((*m)[1].memart.neighbors, 2);
+  EXPECT_EQ((*m)[0].score_span, ScoreSpan::kPrompt);
+  EXPECT_EQ((*m)[1].name, "memart/softmax-sum/bs16/k16/nb2/turn/c");
+  EXPECT_EQ((*m)[1].score_span, ScoreSpan::kContent);
+  EXPECT_EQ((*m)[2].name, "memart/softmax-sum/bs16/k16/nb2/turn/q");
+  EXPECT_EQ((*m)[2].score_span, ScoreSpan::kQuestion);
+  EXPECT_EQ((*m)[2].memart.neighbors, 2);
   for (const std::vector<std::string>& bad :
        {std::vector<std::string>{}, {"prompt", "answer"}, {"Question"}}) {
     s.score_spans = bad;
@@ -443,9 +445,10 @@ TEST_P(LocomoIngestTest, IngestWindowWritesTheHistoryOverASlidingWindow) {
 
 INSTANTIATE_TEST_SUITE_P(Archs, LocomoIngestTest, ::testing::Values("llama", "qwen2"));
 
-// The question's tokens of a question prompt, decoded, are the question (up to a leading space a
-// word's token carries), and end before the prompt's last token; with one token per byte they
-// are exactly its bytes. Checked on the real tokenizers where they are installed.
+// The question's and the message content's tokens of a question prompt, decoded, are the
+// question and the content (up to a leading space a word's token carries), and end before the
+// prompt's last token; with one token per byte they are exactly their bytes. Checked on the real
+// tokenizers where they are installed.
 void CheckQuestionTokens(const tokenizer::Tokenizer& tok, bool one_token_per_byte) {
   auto tmpl = tokenizer::DetectChatTemplate(tok.chat_template(), tok.architecture());
   ASSERT_TRUE(tmpl.ok()) << tmpl.status().ToString();
@@ -455,18 +458,24 @@ void CheckQuestionTokens(const tokenizer::Tokenizer& tok, bool one_token_per_byt
     SCOPED_TRACE(q);
     auto p = BuildQuestionPrompt(*tmpl, tok, q);
     ASSERT_TRUE(p.ok()) << p.status().ToString();
-    ASSERT_GE(p->question.begin, 0);
-    ASSERT_LT(p->question.begin, p->question.end);
-    ASSERT_LT(p->question.end, static_cast<int64_t>(p->tokens.size()));
-    std::string text;
-    for (int64_t i = p->question.begin; i < p->question.end; ++i)
-      text += tok.TokenToPiece(p->tokens[i]);
-    if (one_token_per_byte) {
-      EXPECT_EQ(text, q);
-    } else {
-      EXPECT_EQ(text.substr(text.size() > q.size() ? text.size() - q.size() : 0), q);
-      EXPECT_LE(text.size(), q.size() + 1);  // at most the leading space
+    const std::string content =
+        "Based on the conversation above, answer the question in a few words.\nQuestion: " + q;
+    for (const auto& [range, want] :
+         {std::pair{p->question, q}, std::pair{p->content, content}}) {
+      ASSERT_GE(range.begin, 0);
+      ASSERT_LT(range.begin, range.end);
+      ASSERT_LT(range.end, static_cast<int64_t>(p->tokens.size()));
+      std::string text;
+      for (int64_t i = range.begin; i < range.end; ++i) text += tok.TokenToPiece(p->tokens[i]);
+      if (one_token_per_byte) {
+        EXPECT_EQ(text, want);
+      } else {
+        EXPECT_EQ(text.substr(text.size() > want.size() ? text.size() - want.size() : 0), want);
+        EXPECT_LE(text.size(), want.size() + 1);  // at most the leading space
+      }
     }
+    EXPECT_EQ(p->question.end, p->content.end);
+    EXPECT_GT(p->question.begin, p->content.begin);
   }
   EXPECT_FALSE(BuildQuestionPrompt(*tmpl, tok, "").ok());
 }
@@ -487,34 +496,38 @@ TEST(QuestionPrompt, QuestionTokensOfGemma3) {
   CheckQuestionTokens(*tok, false);
 }
 
-// Question-scored retrieval over every block reads what prompt-scored retrieval reads: the same
-// answers; over one block it runs and finds what it finds.
+// Question- and content-scored retrieval over every block read what prompt-scored retrieval
+// reads: the same answers; over one block they run and find what they find.
 TEST_P(LocomoTextTest, QuestionScoredRetrievalRuns) {
   LocomoSweep sweep;
   sweep.names = {"memart"};
   sweep.block_sizes = {8};
   sweep.top_k = {1000, 1};
-  sweep.score_spans = {"prompt", "question"};
+  sweep.score_spans = {"prompt", "content", "question"};
   auto methods = ExpandLocomoMethods(sweep);
   ASSERT_TRUE(methods.ok()) << methods.status().ToString();
-  ASSERT_EQ(methods->size(), 4u);
+  ASSERT_EQ(methods->size(), 6u);
   std::map<std::string, std::vector<QaRecord>> rec;
   LocomoQaOptions o;
   o.answer_tokens = 4;
   auto results = Run(SmallConversation(), *methods, o, &rec);
   ASSERT_TRUE(results.ok()) << results.status().ToString();
   const std::vector<QaRecord>& all = rec["memart/softmax-sum/bs8/k1000"];
-  const std::vector<QaRecord>& all_q = rec["memart/softmax-sum/bs8/k1000/q"];
   ASSERT_EQ(all.size(), 2u);
-  ASSERT_EQ(all_q.size(), 2u);
-  for (size_t i = 0; i < all.size(); ++i) {
-    EXPECT_EQ(all_q[i].metrics.answer_nll, all[i].metrics.answer_nll);
-    EXPECT_EQ(all_q[i].prediction, all[i].prediction);
-  }
-  ASSERT_EQ(rec["memart/softmax-sum/bs8/k1/q"].size(), 2u);
-  for (const QaRecord& r : rec["memart/softmax-sum/bs8/k1/q"]) {
-    EXPECT_GE(r.metrics.evidence_recall, 0.0);
-    EXPECT_LE(r.metrics.evidence_recall, 1.0);
+  for (const char* span : {"/c", "/q"}) {
+    SCOPED_TRACE(span);
+    const std::vector<QaRecord>& same = rec[std::string("memart/softmax-sum/bs8/k1000") + span];
+    ASSERT_EQ(same.size(), 2u);
+    for (size_t i = 0; i < all.size(); ++i) {
+      EXPECT_EQ(same[i].metrics.answer_nll, all[i].metrics.answer_nll);
+      EXPECT_EQ(same[i].prediction, all[i].prediction);
+    }
+    const std::vector<QaRecord>& one = rec[std::string("memart/softmax-sum/bs8/k1") + span];
+    ASSERT_EQ(one.size(), 2u);
+    for (const QaRecord& r : one) {
+      EXPECT_GE(r.metrics.evidence_recall, 0.0);
+      EXPECT_LE(r.metrics.evidence_recall, 1.0);
+    }
   }
 }
 
