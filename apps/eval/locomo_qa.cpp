@@ -676,7 +676,9 @@ class Runner {
 Result<QuestionPrompt> BuildQuestionPrompt(const tokenizer::ChatTemplate& tmpl,
                                            const tokenizer::Tokenizer& tok,
                                            const std::string& question) {
-  if (question.empty()) return Internal("locomo: an empty question");
+  if (tokenizer::TrimPythonWhitespace(question).empty()) {
+    return Internal("locomo: an empty question");
+  }
   const tokenizer::ChatMessage msg{
       "user",
       "Based on the conversation above, answer the question in a few words.\nQuestion: " + question};
@@ -684,9 +686,11 @@ Result<QuestionPrompt> BuildQuestionPrompt(const tokenizer::ChatTemplate& tmpl,
   if (!text.ok()) return text.status();
   QuestionPrompt p;
   p.tokens = tok.Encode(*text, /*add_special=*/false, /*parse_special=*/true);
-  // The tokens of `part`, the last place it is in the text.
-  const auto range_of = [&](const std::string& part) -> Result<memory::TokenRange> {
-    const size_t at = text->rfind(part);
+  // The tokens of `part`, the last place it is in the text; trimmed, as some templates (Gemma's)
+  // write a message's content.
+  const auto range_of = [&](std::string_view untrimmed) -> Result<memory::TokenRange> {
+    const std::string part(tokenizer::TrimPythonWhitespace(untrimmed));
+    const size_t at = part.empty() ? std::string::npos : text->rfind(part);
     if (at == std::string::npos) return Internal("locomo: not in the prompt: " + part);
     auto begin = TokensBefore(tok, *text, at, p.tokens);
     auto end = TokensBefore(tok, *text, at + part.size(), p.tokens);
