@@ -25,6 +25,6 @@ if [ "${1:-}" != "--quick" ]; then
   cmake --build build-asan -j"$jobs"
   # Unit tests only: the oracle and server runs are slow under sanitizers (whole models) and
   # cover code paths the unit tests run too.
-  (cd build-asan && ctest --output-on-failure -j"$jobs" -E '^(oracle|server)_')
+  (cd build-asan && ctest --output-on-failure -j"$jobs" -E '^(oracle|server|scripts)_')
 fi
 echo "all tests passed"
