@@ -581,7 +581,8 @@ class Runner {
         if (hist_.first[t + 1] > hist_.first[t])
           evidence.push_back({(sys + hist_.first[t]) / bs, (sys + hist_.first[t + 1] - 1) / bs});
       }
-      // The tokens that score: all of the prompt's but its last, or the question's.
+      // The tokens that score: all of the prompt's but its last, the message content's, or the
+      // question's.
       const memory::TokenRange scoring =
           m.score_span == ScoreSpan::kQuestion  ? q.question_tokens
           : m.score_span == ScoreSpan::kContent ? q.content_tokens
@@ -750,8 +751,7 @@ Result<std::vector<LocomoMethod>> ExpandLocomoMethods(const LocomoSweep& sweep) 
       if (heads && sweep.retrieval_heads.empty()) {
         return InvalidArgument(name + " needs --retrieval-heads");
       }
-      // (neighbours, turn-bounded, question-scored) variants; bounding no neighbours changes
-      // nothing.
+      // (neighbours, turn-bounded, score span) variants; bounding no neighbours changes nothing.
       struct Variant {
         int nb = 0;
         bool turn_bounded = false;

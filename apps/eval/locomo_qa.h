@@ -120,8 +120,7 @@ struct LocomoMethodResult {
 // memart-heads-text reading their blocks as text) and neighbors, bm25 and embed to every k of
 // theirs, h2o to every budget. Names: "full", "memart/<strategy>/bs<BS>/k<K>" ("/nb<N>" added
 // for neighbors N > 0, then "/turn" when turn-bounded, then "/c" or "/q" when the message's
-// content or the question alone scores),
-// "memart-coupled/...", "memart-heads/...",
+// content or the question alone scores), "memart-coupled/...", "memart-heads/...",
 // "memart-heads-text/...", "bm25/k<K>", "embed/k<K>", "h2o/b<BUDGET>". InvalidArgument on an
 // unknown name or empty sweep.
 struct LocomoSweep {

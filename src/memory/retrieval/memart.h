@@ -34,6 +34,9 @@
 // layer reading the top_k of that score (and the always-kept blocks). Which heads point at the
 // evidence is measured on other data (`kvmem eval locomo --head-report`), as query-focused
 // retrieval heads are (Zhang et al. 2025, QRHead).
+// Scoring tokens (BeginTurn's `scoring`, a deviation; all by default): only these query tokens'
+// Q rows score the blocks, in both passes; every query token is still prefilled. LoCoMo's
+// evaluation scores with a question's own tokens, not the instruction around it (README).
 // Storage formats: any per-row KV format (f16, q8_0, q4_0); kivi4 K is refused, since the
 // working rows of a layer are written after the query's.
 // Not thread-safe; one turn at a time.
