@@ -16,38 +16,32 @@ questions were asked. --from-index N keeps the questions from the N-th of each c
 (e.g. 30: those that --limit 30 runs did not ask). Standard library only.
 """
 import argparse
-import gzip
 import json
 import random
 import sys
+
+from locomo_io import lines, split_tag
 
 
 def load(paths, from_index):
     by_method = {}
     counts = {}
     for arg in paths:
-        path, at, tag = arg.rpartition("@")
-        if not at or "/" in tag:  # no tag
-            path, tag = arg, ""
-        opener = gzip.open if path.endswith(".gz") else open
-        with opener(path, "rt", encoding="utf-8") as f:
-            for n, line in enumerate(f, 1):
-                line = line.strip()
-                if not line:
+        path, tag = split_tag(arg)
+        for n, line in lines(path):
+            try:
+                r = json.loads(line)
+                method = r["method"] + ("@" + tag if tag else "")
+                if "index" not in r:  # older files: records come in question order
+                    seen = counts.setdefault((method, r["conversation"]), [0])
+                    r["index"] = seen[0]
+                    seen[0] += 1
+                if r["index"] < from_index:
                     continue
-                try:
-                    r = json.loads(line)
-                    method = r["method"] + ("@" + tag if tag else "")
-                    if "index" not in r:  # older files: records come in question order
-                        seen = counts.setdefault((method, r["conversation"]), [0])
-                        r["index"] = seen[0]
-                        seen[0] += 1
-                    if r["index"] < from_index:
-                        continue
-                    key = (r["conversation"], r["index"], r["question"])
-                    by_method.setdefault(method, {})[key] = r
-                except (ValueError, KeyError) as e:
-                    sys.exit(f"{path}:{n}: not an answer record ({e})")
+                key = (r["conversation"], r["index"], r["question"])
+                by_method.setdefault(method, {})[key] = r
+            except (ValueError, KeyError) as e:
+                sys.exit(f"{path}:{n}: not an answer record ({e})")
     return by_method
 
 

@@ -11,32 +11,27 @@ its method names. Refuses a question (method, conversation, index) that two line
 Standard library only.
 """
 import argparse
-import gzip
 import json
 import sys
 from collections import defaultdict
+
+from locomo_io import lines, split_tag
 
 METRICS = ("f1", "bleu1", "evidence_recall", "answer_nll", "prefill_tokens_per_question",
            "kv_len_decode", "latency_s")
 
 
 def read_lines(arg):
-    path, at, tag = arg.rpartition("@")
-    if not at or "/" in tag:
-        path, tag = arg, ""
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-                row["method"] = row["method"] + ("/" + tag if tag else "")
-                key = (row["method"], row["conversation"], int(row["index"]))
-                int(row["category"])
-            except (ValueError, KeyError, TypeError) as e:
-                sys.exit(f"locomo_summary: {path}:{n}: not an answer line ({e})")
-            yield path, n, key, row
+    path, tag = split_tag(arg)
+    for n, line in lines(path):
+        try:
+            row = json.loads(line)
+            row["method"] = row["method"] + ("/" + tag if tag else "")
+            key = (row["method"], row["conversation"], int(row["index"]))
+            int(row["category"])
+        except (ValueError, KeyError, TypeError) as e:
+            sys.exit(f"locomo_summary: {path}:{n}: not an answer line ({e})")
+        yield path, n, key, row
 
 
 def summarize(rows):

@@ -11,15 +11,15 @@ different models or conversations, and a method name that two files share.
 import json
 import sys
 
+from locomo_io import split_tag
+
 
 def main():
     if len(sys.argv) < 3:
         sys.exit(__doc__)
     out = {"methods": {}}
     for arg in sys.argv[2:]:
-        path, at, tag = arg.rpartition("@")
-        if not at or "/" in tag:  # no tag
-            path, tag = arg, ""
+        path, tag = split_tag(arg)
         with open(path, encoding="utf-8") as f:
             data = json.load(f)
         for key in ("model", "conversations"):
