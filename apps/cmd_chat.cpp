@@ -203,6 +203,9 @@ void AddChatCommand(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--turn-bounded", o->retrieval.turn_bounded,
                 "retrieval: neighbours stay within the turns (chat messages) of the found block");
+  cmd->add_flag("--whole-turns", o->retrieval.whole_turns,
+                "retrieval: read the whole turns (chat messages) of the best blocks, as many as "
+                "fit in --top-k blocks' rows (needs --retrieval-heads, --neighbors 0)");
   cmd->add_option("--retrieval-heads", o->retrieval_heads,
                   "retrieval: LAYER.HEAD query heads that choose the blocks for every layer (find "
                   "them with kvmem eval locomo --head-report)")

@@ -273,6 +273,12 @@ void AddEvalLocomoCommand(CLI::App& eval) {
                   "of 0,1")
       ->delimiter(',')
       ->capture_default_str();
+  cmd->add_option("--whole-turns", o->sweep.whole_turns,
+                  "memart-heads: 1 reads the whole turns of the best blocks, as many as fit in "
+                  "--k blocks' rows (a deviation: no block fragments; with --neighbors 0); a "
+                  "sweep of 0,1")
+      ->delimiter(',')
+      ->capture_default_str();
   cmd->add_option("--score-span", o->sweep.score_spans,
                   "MemArt: the prompt tokens whose queries score the blocks: prompt (all, the "
                   "paper's query), content (the user message's, not the chat template's) or "

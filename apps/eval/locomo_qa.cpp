@@ -611,16 +611,16 @@ class Runner {
       mt.prefill_tokens = static_cast<double>(q.prompt.size());
       if (m.blocks_as_text) {
         KVMEM_RETURN_IF_ERROR(mem->EndTurn(false));
-        // Every layer read the same blocks: their tokens, then the question, prefilled.
-        // BOS opens the text, as in TextRetrieval, when the first block read is not the first.
+        // Every layer read the same rows: their tokens, then the question, prefilled.
+        // BOS opens the text, as in TextRetrieval, when the first row read is not the first.
         std::vector<int32_t> input;
         const std::vector<int32_t>& first = sys > 0 ? hist_.system : hist_.all;
         if (tok_.add_bos() && !first.empty() && first[0] == tok_.bos_id() &&
-            rep.blocks.front().front() != 0) {
+            rep.rows.front().front().begin != 0) {
           input.push_back(tok_.bos_id());
         }
-        for (int64_t b : rep.blocks.front()) {
-          for (int64_t i = b * bs; i < std::min<int64_t>((b + 1) * bs, mem->history_rows()); ++i)
+        for (const memory::RowSpan& s : rep.rows.front()) {
+          for (int64_t i = s.begin; i < s.end; ++i)
             input.push_back(i < sys ? hist_.system[i] : hist_.all[i - sys]);
         }
         if (!text_pool) text_pool = MakePool(rep.retrieved_rows + 4096);
@@ -642,14 +642,14 @@ class Runner {
             const int64_t a0 = sys + hist_.first[t], a1 = sys + hist_.first[t + 1];
             if (a1 <= a0) return 0.0;
             double layers = 0;
-            for (const std::vector<int64_t>& blocks : rep.blocks) {
+            for (const std::vector<memory::RowSpan>& rows : rep.rows) {
               int64_t read = 0;
-              for (int64_t b : blocks) {
-                read += std::max<int64_t>(0, std::min(a1, (b + 1) * bs) - std::max(a0, b * bs));
+              for (const memory::RowSpan& s : rows) {
+                read += std::max<int64_t>(0, std::min(a1, s.end) - std::max(a0, s.begin));
               }
               layers += 2 * read >= a1 - a0 ? 1.0 : 0.0;
             }
-            return layers / static_cast<double>(rep.blocks.size());
+            return layers / static_cast<double>(rep.rows.size());
           },
           &mt);
       Record(m, q, *a, mt, r);
@@ -744,17 +744,20 @@ Result<std::vector<LocomoMethod>> ExpandLocomoMethods(const LocomoSweep& sweep) 
                name == "memart-heads-text") {
       const bool heads = name == "memart-heads" || name == "memart-heads-text";
       if (sweep.block_sizes.empty() || sweep.strategies.empty() || sweep.top_k.empty() ||
-          sweep.neighbors.empty() || sweep.turn_bounded.empty()) {
+          sweep.neighbors.empty() || sweep.turn_bounded.empty() || sweep.whole_turns.empty()) {
         return InvalidArgument(
-            "--bs, --strategies, --k, --neighbors and --turn-bounded need at least one value each");
+            "--bs, --strategies, --k, --neighbors, --turn-bounded and --whole-turns need at least "
+            "one value each");
       }
       if (heads && sweep.retrieval_heads.empty()) {
         return InvalidArgument(name + " needs --retrieval-heads");
       }
-      // (neighbours, turn-bounded, score span) variants; bounding no neighbours changes nothing.
+      // (neighbours, turn-bounded, whole turns, score span) variants; bounding no neighbours
+      // changes nothing, and whole turns need retrieval heads and no neighbours.
       struct Variant {
         int nb = 0;
         bool turn_bounded = false;
+        bool whole_turns = false;
         ScoreSpan span = ScoreSpan::kPrompt;
       };
       std::vector<Variant> variants;
@@ -777,7 +780,13 @@ Result<std::vector<LocomoMethod>> ExpandLocomoMethods(const LocomoSweep& sweep) 
             return InvalidArgument("--turn-bounded: " + std::to_string(tb) + " (0 or 1)");
           }
           if (tb == 1 && nb == 0) continue;
-          for (const ScoreSpan span : spans) variants.push_back({nb, tb == 1, span});
+          for (int whole : sweep.whole_turns) {
+            if (whole != 0 && whole != 1) {
+              return InvalidArgument("--whole-turns: " + std::to_string(whole) + " (0 or 1)");
+            }
+            if (whole == 1 && (nb > 0 || !heads)) continue;
+            for (const ScoreSpan span : spans) variants.push_back({nb, tb == 1, whole == 1, span});
+          }
         }
       }
       for (int bs : sweep.block_sizes) {
@@ -796,11 +805,12 @@ Result<std::vector<LocomoMethod>> ExpandLocomoMethods(const LocomoSweep& sweep) 
               if (heads) c.retrieval_heads = sweep.retrieval_heads;
               c.neighbors = v.nb;
               c.turn_bounded = v.turn_bounded;
+              c.whole_turns = v.whole_turns;
               KVMEM_RETURN_IF_ERROR(memory::ValidateMemArtConfig(c));
               LocomoMethod m;
               m.name = name + "/" + st + "/bs" + std::to_string(bs) + "/k" + std::to_string(k) +
                        (v.nb > 0 ? "/nb" + std::to_string(v.nb) : "") +
-                       (v.turn_bounded ? "/turn" : "") +
+                       (v.turn_bounded ? "/turn" : "") + (v.whole_turns ? "/whole" : "") +
                        (v.span == ScoreSpan::kContent    ? "/c"
                         : v.span == ScoreSpan::kQuestion ? "/q"
                                                          : "");

@@ -119,7 +119,8 @@ struct LocomoMethodResult {
 // (memart-coupled likewise, with coupled positions; memart-heads with the retrieval heads, and
 // memart-heads-text reading their blocks as text) and neighbors, bm25 and embed to every k of
 // theirs, h2o to every budget. Names: "full", "memart/<strategy>/bs<BS>/k<K>" ("/nb<N>" added
-// for neighbors N > 0, then "/turn" when turn-bounded, then "/c" or "/q" when the message's
+// for neighbors N > 0, then "/turn" when turn-bounded, "/whole" when whole turns are read, then
+// "/c" or "/q" when the message's
 // content or the question alone scores), "memart-coupled/...", "memart-heads/...",
 // "memart-heads-text/...", "bm25/k<K>", "embed/k<K>", "h2o/b<BUDGET>". InvalidArgument on an
 // unknown name or empty sweep.
@@ -139,6 +140,9 @@ struct LocomoSweep {
   // memart: 1 keeps the neighbours within the turns of the chosen block
   // (MemArtConfig::turn_bounded), a sweep of 0 and 1 (1 is skipped for neighbors 0).
   std::vector<int> turn_bounded = {0};
+  // memart-heads: 1 reads the whole turns of the best blocks (MemArtConfig::whole_turns), a
+  // sweep of 0 and 1 (1 is skipped with neighbours and for the per-layer methods).
+  std::vector<int> whole_turns = {0};
   // memart-heads: the query heads that choose one block set for every layer.
   std::vector<memory::HeadRef> retrieval_heads;
   // memart: which prompt tokens score the blocks (ScoreSpan), a sweep of "prompt", "content"

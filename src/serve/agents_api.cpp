@@ -69,10 +69,11 @@ Result<AgentCreateRequest> ParseAgentCreateRequest(std::string_view body) {
   }
   for (const auto& [key, value] : settings->items()) {
     if (key != "block_size" && key != "top_k" && key != "strategy" && key != "keep_first" &&
-        key != "keep_last" && key != "neighbors" && key != "turn_bounded" && key != "heads") {
+        key != "keep_last" && key != "neighbors" && key != "turn_bounded" &&
+        key != "whole_turns" && key != "heads") {
       return FieldError("retrieval." + key,
                         "unknown setting (block_size, top_k, strategy, keep_first, keep_last, "
-                        "neighbors, turn_bounded, heads)");
+                        "neighbors, turn_bounded, whole_turns, heads)");
     }
   }
   KVMEM_RETURN_IF_ERROR(ReadSetting(*settings, "block_size", 1, 1024, &r.block_size));
@@ -82,6 +83,8 @@ Result<AgentCreateRequest> ParseAgentCreateRequest(std::string_view body) {
   KVMEM_RETURN_IF_ERROR(ReadSetting(*settings, "neighbors", 0, 8, &r.neighbors));
   KVMEM_ASSIGN_OR_RETURN(r.turn_bounded,
                          OptionalBool(*settings, "turn_bounded", "retrieval.turn_bounded"));
+  KVMEM_ASSIGN_OR_RETURN(r.whole_turns,
+                         OptionalBool(*settings, "whole_turns", "retrieval.whole_turns"));
   if (const Json* heads = FindField(*settings, "heads"); heads != nullptr) {
     if (!heads->is_array() || heads->size() > 256) {
       return TypeError("retrieval.heads", "an array of at most 256 \"LAYER.HEAD\" strings", *heads);

@@ -1,7 +1,7 @@
 // kvmem's own endpoints over the agents' persisted memory, in OpenAI's list/object style:
 //   POST   /v1/agents        {"id", "memory": "full"|"retrieval", "retrieval": {"block_size",
 //                             "top_k", "strategy", "keep_first", "keep_last", "neighbors",
-//                             "turn_bounded": true|false,
+//                             "turn_bounded": true|false, "whole_turns": true|false,
 //                             "heads": ["7.1", ...]}} → agent
 //   GET    /v1/agents        {"object":"list","data":[agent…]}
 //   GET    /v1/agents/{id}   {"id","object":"agent","tenant","cached_tokens","bytes","tier",

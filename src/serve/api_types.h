@@ -115,7 +115,7 @@ struct AgentCreateRequest {
   std::string id;
   std::string memory_mode = "full";                                        // "full" or "retrieval"
   std::optional<int> block_size, top_k, keep_first, keep_last, neighbors;  // retrieval
-  std::optional<bool> turn_bounded;                                        // retrieval
+  std::optional<bool> turn_bounded, whole_turns;                           // retrieval
   std::optional<std::vector<std::string>> retrieval_heads;                 // "LAYER.HEAD" each
   std::optional<std::string> strategy;                                     // retrieval
 };

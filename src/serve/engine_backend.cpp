@@ -57,6 +57,7 @@ Result<memory::AgentMemory> ToAgentMemory(const AgentCreateRequest& r) {
   if (r.keep_last) c.keep_last = *r.keep_last;
   if (r.neighbors) c.neighbors = *r.neighbors;
   if (r.turn_bounded) c.turn_bounded = *r.turn_bounded;
+  if (r.whole_turns) c.whole_turns = *r.whole_turns;
   for (const std::string& name : r.retrieval_heads.value_or(std::vector<std::string>{})) {
     auto h = memory::ParseHeadRef(name);
     if (!h.ok()) return InvalidArgument("'retrieval.heads': " + h.status().message());

@@ -122,6 +122,30 @@ TEST(LocomoMethods, TurnBoundedNeighboursAreTheirOwnMethods) {
   EXPECT_FALSE(ExpandLocomoMethods(s).ok());
 }
 
+TEST(LocomoMethods, WholeTurnsAreTheirOwnMethodsWithHeadsAndNoNeighbours) {
+  LocomoSweep s;
+  s.names = {"memart", "memart-heads"};
+  s.retrieval_heads = {{1, 0}};
+  s.neighbors = {2, 0};
+  s.whole_turns = {0, 1};
+  auto m = ExpandLocomoMethods(s);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  // Whole turns need retrieval heads and no neighbours: one such method.
+  ASSERT_EQ(m->size(), 5u);
+  EXPECT_EQ((*m)[0].name, "memart/softmax-sum/bs16/k16/nb2");
+  EXPECT_EQ((*m)[1].name, "memart/softmax-sum/bs16/k16");
+  EXPECT_EQ((*m)[2].name, "memart-heads/softmax-sum/bs16/k16/nb2");
+  EXPECT_EQ((*m)[3].name, "memart-heads/softmax-sum/bs16/k16");
+  EXPECT_FALSE((*m)[3].memart.whole_turns);
+  EXPECT_EQ((*m)[4].name, "memart-heads/softmax-sum/bs16/k16/whole");
+  EXPECT_TRUE((*m)[4].memart.whole_turns);
+  EXPECT_EQ((*m)[4].memart.neighbors, 0);
+  s.whole_turns = {3};
+  EXPECT_FALSE(ExpandLocomoMethods(s).ok());
+  s.whole_turns = {};
+  EXPECT_FALSE(ExpandLocomoMethods(s).ok());
+}
+
 TEST(LocomoMethods, QuestionScoredVariantsAreTheirOwnMethods) {
   LocomoSweep s;
   s.names = {"memart"};

@@ -13,7 +13,12 @@
 namespace kvmem::memory {
 namespace {
 
-using AgentRetrievalTest = testing::AgentRuntimeFixture;
+class AgentRetrievalTest : public testing::AgentRuntimeFixture {
+ protected:
+  // Two turns with `memory`; then a runtime restarted on the store and the live one answer a
+  // third alike: same blocks, rows and reply.
+  void ExpectRestartRetrievesAsLive(const AgentMemory& memory);
+};
 
 AgentMemory Retrieval(int block_size, int top_k) {
   AgentMemory m;
@@ -99,11 +104,24 @@ TEST_F(AgentRetrievalTest, HistoryOutgrowsTheContext) {
 }
 
 TEST_F(AgentRetrievalTest, RestartedRuntimeRetrievesAndRepliesAsTheLiveOne) {
-  auto live = Runtime();
   AgentMemory memory = Retrieval(8, 2);
   memory.retrieval.neighbors = 1;
   memory.retrieval.turn_bounded = true;
   memory.retrieval.retrieval_heads = {{1, 0}, {0, 3}};
+  ExpectRestartRetrievesAsLive(memory);
+}
+
+// Whole turns: this tokenizer opens no chat messages, so the history is one turn, longer than
+// the budget: the best blocks are read alone.
+TEST_F(AgentRetrievalTest, RestartedRuntimeReadsWholeTurnsAsTheLiveOne) {
+  AgentMemory memory = Retrieval(8, 2);
+  memory.retrieval.whole_turns = true;
+  memory.retrieval.retrieval_heads = {{1, 0}, {0, 3}};
+  ExpectRestartRetrievesAsLive(memory);
+}
+
+void AgentRetrievalTest::ExpectRestartRetrievesAsLive(const AgentMemory& memory) {
+  auto live = Runtime();
   ASSERT_TRUE(live->CreateAgent(ada_, memory).ok());
   std::string r1, r2;
   const std::string t1 = "Ada keeps a red notebook in the top drawer of her desk at home.";
@@ -115,8 +133,9 @@ TEST_F(AgentRetrievalTest, RestartedRuntimeRetrievesAndRepliesAsTheLiveOne) {
   EXPECT_EQ(policy->mode, "retrieval");
   EXPECT_EQ(policy->block_size, 8);
   EXPECT_EQ(policy->top_k, 2);
-  EXPECT_EQ(policy->neighbors, 1);
-  EXPECT_TRUE(policy->turn_bounded);
+  EXPECT_EQ(policy->neighbors, memory.retrieval.neighbors);
+  EXPECT_EQ(policy->turn_bounded, memory.retrieval.turn_bounded);
+  EXPECT_EQ(policy->whole_turns, memory.retrieval.whole_turns);
   EXPECT_EQ(policy->retrieval_heads, (std::vector<std::string>{"1.0", "0.3"}));
 
   auto restarted = Runtime();
@@ -133,6 +152,7 @@ TEST_F(AgentRetrievalTest, RestartedRuntimeRetrievesAndRepliesAsTheLiveOne) {
   ASSERT_TRUE(warm.retrieval && hot.retrieval);
   EXPECT_EQ(warm.retrieval->history_tokens, hot.retrieval->history_tokens);
   EXPECT_EQ(warm.retrieval->prefill_tokens, hot.retrieval->prefill_tokens);
+  EXPECT_EQ(warm.retrieval->retrieved_rows, hot.retrieval->retrieved_rows);
   ASSERT_EQ(warm.retrieval->blocks.size(), hot.retrieval->blocks.size());
   for (size_t i = 0; i < hot.retrieval->blocks.size(); ++i) {
     EXPECT_EQ(warm.retrieval->blocks[i].block, hot.retrieval->blocks[i].block);

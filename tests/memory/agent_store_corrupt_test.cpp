@@ -347,6 +347,13 @@ TEST_F(CorruptStoreTest, ManifestTampering) {
                         {"turn_bounded", "yes"}};
        },
        ErrorCode::kCorrupt, "'memory.turn_bounded' is not a boolean"},
+      {"memory whole_turns",
+       [](Json& j) {
+         j["memory"] = {{"mode", "retrieval"},  {"block_size", 16}, {"top_k", 4},
+                        {"strategy", "rr-max"}, {"keep_first", 0},  {"keep_last", 0},
+                        {"whole_turns", 1}};
+       },
+       ErrorCode::kCorrupt, "'memory.whole_turns' is not a boolean"},
       {"memory retrieval_heads",
        [](Json& j) {
          j["memory"] = {{"mode", "retrieval"},          {"block_size", 16}, {"top_k", 4},
@@ -372,7 +379,8 @@ TEST_F(CorruptStoreTest, ManifestTampering) {
   ExpectLoadError(ErrorCode::kCorrupt, "nests deeper");
   RestoreManifest();
   EXPECT_TRUE(Load().ok());
-  // A retrieval policy written before "neighbors" and "turn_bounded" existed reads as 0, false.
+  // A retrieval policy written before "neighbors", "turn_bounded" and "whole_turns" existed
+  // reads as 0, false, false.
   EditManifest([](Json& j) {
     j["memory"] = {{"mode", "retrieval"},  {"block_size", 16}, {"top_k", 4},
                    {"strategy", "rr-max"}, {"keep_first", 0},  {"keep_last", 0}};
@@ -382,6 +390,7 @@ TEST_F(CorruptStoreTest, ManifestTampering) {
   EXPECT_EQ(old->top_k, 4);
   EXPECT_EQ(old->neighbors, 0);
   EXPECT_FALSE(old->turn_bounded);
+  EXPECT_FALSE(old->whole_turns);
   EXPECT_TRUE(old->retrieval_heads.empty());
   RestoreManifest();
 }

@@ -85,7 +85,8 @@ TEST(AgentStoreTest, MemoryPolicyRoundTrips) {
   kv::KvPool pool(Geometry(), 8, {});
   kv::KvSequence seq(&pool);
   AppendRandomRows(&seq, 20, 0, &rng);
-  const MemoryPolicy policy{"retrieval", 8, 5, "rr-max-centre", 16, 32, 2, true, {"1.0", "0.3"}};
+  const MemoryPolicy policy{"retrieval", 8,    5,    "rr-max-centre", 16, 32,
+                            2,           true, true, {"1.0", "0.3"}};
   const AgentKey key{"acme", "recall"}, plain{"acme", "plain"};
   ASSERT_TRUE(store.Save(key, seq, Tokens(20), "text", {}, policy).ok());
   ASSERT_TRUE(store.Save(plain, seq, Tokens(20), "text").ok());

@@ -19,71 +19,41 @@
 #include <cmath>
 #include <numeric>
 
-#include "../model/tiny_model.h"
 #include "core/fp16.h"
 #include "engine/forward.h"
+#include "memart_test_util.h"
 
 namespace kvmem::memory {
 namespace {
 
-using model::testing::BuildTinyGguf;
-using model::testing::TempFile;
-using model::testing::TinyConfig;
+using testing::DirectLayer0Scores;
+using testing::ExpectWorkingRows;
+using testing::Layer0Queries;
 
-class MemArtTest : public ::testing::TestWithParam<const char*> {
+class MemArtTest : public testing::MemArtFixture {
  protected:
-  void SetUp() override {
-    TinyConfig c;
-    c.arch = GetParam();
-    c.sliding_window = 64;
-    file_ = std::make_unique<TempFile>(BuildTinyGguf(c, 7));
-    auto m = model::Model::Load(file_->path());
-    ASSERT_TRUE(m.ok()) << m.status().ToString();
-    model_ = std::move(*m);
-    pool_ = std::make_unique<kv::KvPool>(model_->kv_geometry(32), 64);
-    for (int i = 0; i < 200; ++i) tokens_.push_back((i * 37 + 11 + i * i) % model_->spec().n_vocab);
-  }
-
-  std::span<const int32_t> Tokens(int begin, int end) const {
-    return std::span(tokens_).subspan(begin, end - begin);
-  }
-
-  // Feeds tokens [begin, end) as one remembered turn.
-  void Remember(MemArtMemory* mem, int begin, int end) {
-    ASSERT_TRUE(mem->BeginTurn(Tokens(begin, end), &threads_, nullptr).ok());
-    ASSERT_TRUE(mem->EndTurn(true).ok());
-  }
-
-  std::unique_ptr<MemArtMemory> Make(MemArtConfig config) {
-    auto mem = MemArtMemory::Create(*model_, pool_.get(), config);
-    EXPECT_TRUE(mem.ok()) << mem.status().ToString();
-    return mem.ok() ? std::move(*mem) : nullptr;
-  }
-
   void CheckLayer0Selection(BlockScore block_score, int retrieval_head = -1, int neighbors = 0,
                             bool one_block_turns = false, TokenRange scoring = {});
-  void CheckAllBlocksEqualFullContext(bool retrieval_heads);
-
-  std::unique_ptr<TempFile> file_;
-  std::unique_ptr<model::Model> model_;
-  std::unique_ptr<kv::KvPool> pool_;
-  ThreadPool threads_{2};
-  std::vector<int32_t> tokens_;
+  void CheckAllBlocksEqualFullContext(bool retrieval_heads, bool whole_turns);
 };
 
 TEST_P(MemArtTest, AllBlocksRetrievedEqualsFullContext) {
-  for (const bool heads : {false, true}) {
-    SCOPED_TRACE(heads ? "retrieval heads (two passes)" : "per-layer choice");
+  for (const auto& [heads, whole_turns] :
+       {std::pair{false, false}, std::pair{true, false}, std::pair{true, true}}) {
+    SCOPED_TRACE(whole_turns ? "whole turns"
+                 : heads     ? "retrieval heads (two passes)"
+                             : "per-layer choice");
     pool_ = std::make_unique<kv::KvPool>(model_->kv_geometry(32), 64);
-    CheckAllBlocksEqualFullContext(heads);
+    CheckAllBlocksEqualFullContext(heads, whole_turns);
   }
 }
 
-void MemArtTest::CheckAllBlocksEqualFullContext(bool retrieval_heads) {
+void MemArtTest::CheckAllBlocksEqualFullContext(bool retrieval_heads, bool whole_turns) {
   MemArtConfig config;
   config.block_size = 8;
   config.top_k = 1000;
   if (retrieval_heads) config.retrieval_heads = {{1, 0}};
+  config.whole_turns = whole_turns;
   auto mem = Make(config);
   Remember(mem.get(), 0, 70);
   Remember(mem.get(), 70, 131);  // 131 rows: the last block is partial
@@ -108,31 +78,6 @@ void MemArtTest::CheckAllBlocksEqualFullContext(bool retrieval_heads) {
   for (size_t i = 0; i < got.size(); ++i) {
     ASSERT_NEAR(got[i], want[i], 1e-4 * (1 + std::fabs(want[i]))) << "logit " << i;
   }
-}
-
-// Rotates one head's vector x by `delta` positions with RoPE in double precision, the angles
-// computed directly.
-void RotateDirect(std::vector<double>* x, const kv::RopeSpec& rope, int64_t delta) {
-  const int half = rope.rot_dim / 2;
-  for (int i = 0; i < half; ++i) {
-    const double a = delta * std::pow(double(rope.freq_base), -2.0 * i / rope.rot_dim);
-    const int i0 = rope.mode == kernels::RopeMode::kNeox ? i : 2 * i;
-    const int i1 = rope.mode == kernels::RopeMode::kNeox ? i + half : 2 * i + 1;
-    const double x0 = (*x)[i0], x1 = (*x)[i1];
-    (*x)[i0] = x0 * std::cos(a) - x1 * std::sin(a);
-    (*x)[i1] = x0 * std::sin(a) + x1 * std::cos(a);
-  }
-}
-
-// The key of a stored row in (layer, head), un-rotated from position pos.
-std::vector<double> RawKey(const model::Model& model, const kv::KvPool& pool, kv::RowRef row,
-                           int64_t pos, int layer, int head) {
-  const model::ModelSpec& s = model.spec();
-  std::vector<float> k(s.k_dim()), v(s.v_dim());
-  pool.ReadToken(row, layer, k.data(), v.data());
-  std::vector<double> x(k.begin() + head * s.head_dim_k, k.begin() + (head + 1) * s.head_dim_k);
-  RotateDirect(&x, model.rope_specs()[layer], -pos);
-  return x;
 }
 
 // Layer 0's choice against Eq. 2-4 computed directly (kUpperBound), or with Eq. 3 replaced by the
@@ -167,69 +112,16 @@ void MemArtTest::CheckLayer0Selection(BlockScore block_score, int retrieval_head
   const int64_t n_blocks = mem->n_blocks();
   ASSERT_EQ(n_blocks, 16);
 
-  // Layer 0's queries of the query tokens at their positions (R = 5 blocks of 8 = 40..).
+  // Layer 0's queries of the query tokens at their positions (R = 5 blocks of 8 = 40..), and
+  // the blocks' scores computed from them directly.
   const int q0 = 128, q1 = 140;
   const int64_t r_rows = 40;
-  std::vector<float> q;
-  {
-    // Layer 0's Q depends only on the tokens and their positions: one layer of a pass over an
-    // empty sequence.
-    kv::KvSequence scratch(pool_.get());
-    engine::Batch batch;
-    batch.tokens.assign(tokens_.begin() + q0, tokens_.begin() + q1);
-    for (int i = 0; i < q1 - q0; ++i) batch.positions.push_back(r_rows + i);
-    engine::ForwardPass fp(*model_, &threads_);
-    fp.set_tap([&](const engine::TapContext& tap) {
-      if (tap.layer() == 0) q.assign(tap.q().begin(), tap.q().end());
-    });
-    ASSERT_TRUE(fp.Begin(batch, &scratch).ok());
-    fp.StepLayer();
-  }
+  const std::vector<float> q = Layer0Queries(*model_, &threads_, pool_.get(), Tokens(q0, q1), r_rows);
   ASSERT_EQ(q.size(), static_cast<size_t>((q1 - q0) * s.q_dim()));
-
-  // Eq. 2-4 directly: boxes from the un-rotated keys, bounds, softmax per (token, head), sum.
-  const int group = s.n_heads / s.n_kv_heads;
-  const double scale = s.attn_scale();
-  const int br = pool_->geometry().block_rows;
-  std::vector<double> score(n_blocks, 0.0);
   const int64_t t_end = scoring.end < 0 ? q1 - q0 : scoring.end;
-  for (int64_t t = scoring.begin; t < t_end; ++t) {
-    for (int h = 0; h < s.n_heads; ++h) {
-      if (retrieval_head >= 0 && h != retrieval_head) continue;
-      std::vector<double> qr(s.head_dim_k);
-      for (int d = 0; d < s.head_dim_k; ++d) qr[d] = q[(t * s.n_heads + h) * s.head_dim_k + d];
-      RotateDirect(&qr, model_->rope_specs()[0], -(r_rows + t));  // position-free
-      std::vector<double> bound(n_blocks);
-      for (int64_t b = 0; b < n_blocks; ++b) {
-        std::vector<double> lo(s.head_dim_k, INFINITY), hi(s.head_dim_k, -INFINITY);
-        for (int64_t r = b * 8; r < (b + 1) * 8; ++r) {
-          const kv::RowRef row{mem->history().blocks()[r / br], static_cast<int32_t>(r % br)};
-          const std::vector<double> k = RawKey(*model_, *pool_, row, r, 0, h / group);
-          for (int d = 0; d < s.head_dim_k; ++d) {
-            lo[d] = std::min(lo[d], k[d]);
-            hi[d] = std::max(hi[d], k[d]);
-          }
-        }
-        double sum = 0;
-        for (int d = 0; d < s.head_dim_k; ++d) sum += std::max(qr[d] * lo[d], qr[d] * hi[d]);
-        bound[b] = scale * sum;
-        if (block_score == BlockScore::kExact) {
-          bound[b] = -INFINITY;
-          for (int64_t r = b * 8; r < (b + 1) * 8; ++r) {
-            const kv::RowRef row{mem->history().blocks()[r / br], static_cast<int32_t>(r % br)};
-            const std::vector<double> k = RawKey(*model_, *pool_, row, r, 0, h / group);
-            double dot = 0;
-            for (int d = 0; d < s.head_dim_k; ++d) dot += qr[d] * k[d];
-            bound[b] = std::max(bound[b], scale * dot);
-          }
-        }
-      }
-      const double mx = *std::max_element(bound.begin(), bound.end());
-      double z = 0;
-      for (double b : bound) z += std::exp(b - mx);
-      for (int64_t b = 0; b < n_blocks; ++b) score[b] += std::exp(bound[b] - mx) / z;
-    }
-  }
+  const std::vector<double> score = DirectLayer0Scores(*model_, *pool_, *mem, q, r_rows,
+                                                       scoring.begin, t_end, 8, block_score,
+                                                       retrieval_head);
   std::vector<int64_t> cand;
   for (int64_t b = 1; b < 15; ++b) cand.push_back(b);
   std::stable_sort(cand.begin(), cand.end(),
@@ -280,26 +172,17 @@ void MemArtTest::CheckLayer0Selection(BlockScore block_score, int retrieval_head
   // Working rows of every layer: the history rows of the chosen blocks, keys rotated from
   // position r to position i, values unchanged.
   for (int l = 0; l < s.n_layers; ++l) {
-    int64_t i = 0;
+    std::vector<RowSpan> rows;
+    std::vector<int64_t> from_blocks, from_spans;
     for (int64_t b : rep.blocks[l]) {
-      for (int64_t r = b * 8; r < (b + 1) * 8; ++r, ++i) {
-        const kv::RowRef hrow{mem->history().blocks()[r / br], static_cast<int32_t>(r % br)};
-        const kv::RowRef wrow{mem->working()->blocks()[i / br], static_cast<int32_t>(i % br)};
-        std::vector<float> hk(s.k_dim()), hv(s.v_dim()), wk(s.k_dim()), wv(s.v_dim());
-        pool_->ReadToken(hrow, l, hk.data(), hv.data());
-        pool_->ReadToken(wrow, l, wk.data(), wv.data());
-        EXPECT_EQ(hv, wv) << "layer " << l << " row " << r;
-        for (int g = 0; g < s.n_kv_heads; ++g) {
-          // Direct rotation: un-rotate from r (double), then rotate to i.
-          std::vector<double> raw = RawKey(*model_, *pool_, hrow, r, l, g);
-          std::vector<double> raw_w = RawKey(*model_, *pool_, wrow, i, l, g);
-          for (int d = 0; d < s.head_dim_k; ++d) {
-            ASSERT_NEAR(raw_w[d], raw[d], 2e-3 * (1 + std::fabs(raw[d])))
-                << "layer " << l << " row " << r << " -> " << i;
-          }
-        }
-      }
+      rows.push_back({b * 8, (b + 1) * 8});
+      for (int64_t r = b * 8; r < (b + 1) * 8; ++r) from_blocks.push_back(r);
     }
+    for (const RowSpan& span : rep.rows[l]) {
+      for (int64_t r = span.begin; r < span.end; ++r) from_spans.push_back(r);
+    }
+    EXPECT_EQ(from_spans, from_blocks) << "layer " << l;  // the blocks' rows, whole
+    ExpectWorkingRows(*model_, *pool_, *mem, l, rows);
   }
   ASSERT_TRUE(mem->EndTurn(false).ok());
   EXPECT_EQ(mem->history_rows(), 128);

@@ -233,7 +233,7 @@ TEST(HttpServer, AgentsCreateWithAMemoryMode) {
   ServerFixture f;
   auto made = f.Post("/v1/agents", R"({"id":"rae","memory":"retrieval",
       "retrieval":{"top_k":8,"block_size":32,"strategy":"rr-max","keep_last":64,"neighbors":1,
-                   "turn_bounded":true,"heads":["1.0","0.2"]}})");
+                   "turn_bounded":true,"whole_turns":false,"heads":["1.0","0.2"]}})");
   ASSERT_TRUE(made);
   EXPECT_EQ(made->status, 200);
   EXPECT_EQ(ParseJson(made->body)["memory_mode"], "retrieval");
@@ -247,6 +247,7 @@ TEST(HttpServer, AgentsCreateWithAMemoryMode) {
   EXPECT_EQ(r->keep_last, 64);
   EXPECT_EQ(r->neighbors, 1);
   EXPECT_EQ(r->turn_bounded, true);
+  EXPECT_EQ(r->whole_turns, false);
   EXPECT_EQ(r->retrieval_heads, (std::vector<std::string>{"1.0", "0.2"}));
   EXPECT_FALSE(r->keep_first);
   EXPECT_EQ(ParseJson(f.Get("/v1/agents/rae")->body)["memory_mode"], "retrieval");
@@ -269,6 +270,8 @@ TEST(HttpServer, AgentsCreateWithAMemoryMode) {
       {R"({"id":"x","memory":"retrieval","retrieval":{"neighbors":9}})", "'retrieval.neighbors'"},
       {R"({"id":"x","memory":"retrieval","retrieval":{"turn_bounded":1}})",
        "'retrieval.turn_bounded'"},
+      {R"({"id":"x","memory":"retrieval","retrieval":{"whole_turns":"yes"}})",
+       "'retrieval.whole_turns'"},
       {R"({"id":"x","memory":"retrieval","retrieval":{"heads":"7.1"}})", "'retrieval.heads'"},
       {R"({"id":"x","memory":"retrieval","retrieval":{"heads":[7.1]}})", "'retrieval.heads'"},
       {R"({"id":"x","memory":"retrieval","retrieval":[]})", "'retrieval'"},

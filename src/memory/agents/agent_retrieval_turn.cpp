@@ -100,15 +100,22 @@ Result<TurnResult> AgentRuntime::RunRetrievalTurn(Slot& slot, std::string_view p
   info.prefill_tokens = static_cast<int64_t>(ids.size());
   info.kv_len_decode = mem.working()->n_rows();
   const int64_t bs = mem.config().block_size;
+  const std::vector<memory::RowSpan> read = rep.RowsRead();
   for (const auto& [block, layers] : rep.BlockVotes()) {
-    RecalledBlock b;
-    b.block = block;
-    b.first_token = block * bs;
-    b.n_tokens = std::min(bs, rep.history_rows - b.first_token);
-    b.layers = layers;
-    const size_t from = b.first_token == 0 ? 0 : slot.token_ends[b.first_token - 1];
-    b.text = slot.text.substr(from, slot.token_ends[b.first_token + b.n_tokens - 1] - from);
-    info.blocks.push_back(std::move(b));
+    // The block's rows that were read (all of them unless whole turns were read).
+    for (const memory::RowSpan& s : read) {
+      const int64_t first = std::max(s.begin, block * bs);
+      const int64_t end = std::min(s.end, (block + 1) * bs);
+      if (first >= end) continue;
+      RecalledBlock b;
+      b.block = block;
+      b.first_token = first;
+      b.n_tokens = end - first;
+      b.layers = layers;
+      const size_t from = first == 0 ? 0 : slot.token_ends[first - 1];
+      b.text = slot.text.substr(from, slot.token_ends[end - 1] - from);
+      info.blocks.push_back(std::move(b));
+    }
   }
   r.prompt.prompt_tokens = rep.retrieved_rows + info.prefill_tokens;
   r.prompt.cached_tokens = rep.retrieved_rows;

@@ -86,7 +86,9 @@ struct TurnCallbacks {
 };
 
 // A history block a retrieval turn read: history tokens [first_token, first_token + n_tokens),
-// the conversation text they spell, and in how many layers it was among the retrieved.
+// the conversation text they spell, and in how many layers it was among the retrieved. The
+// tokens are the block's that were read: all of them unless whole turns were (a block read in
+// two pieces is listed twice).
 struct RecalledBlock {
   int64_t block = 0;
   int64_t first_token = 0;

@@ -41,6 +41,7 @@ store::MemoryPolicy ToPolicy(const AgentMemory& memory) {
     p.keep_last = c.keep_last;
     p.neighbors = c.neighbors;
     p.turn_bounded = c.turn_bounded;
+    p.whole_turns = c.whole_turns;
     for (const HeadRef& h : c.retrieval_heads) p.retrieval_heads.push_back(HeadRefName(h));
   }
   return p;
@@ -61,6 +62,7 @@ Result<AgentMemory> FromPolicy(const store::MemoryPolicy& policy) {
   m.retrieval.keep_last = policy.keep_last;
   m.retrieval.neighbors = policy.neighbors;
   m.retrieval.turn_bounded = policy.turn_bounded;
+  m.retrieval.whole_turns = policy.whole_turns;
   for (const std::string& name : policy.retrieval_heads) {
     auto h = ParseHeadRef(name);
     if (!h.ok()) return Corrupt("stored retrieval head " + h.status().message());

@@ -34,6 +34,9 @@ Status ValidateMemArtConfig(const MemArtConfig& c) {
   if (c.neighbors < 0 || c.neighbors > 8) {
     return InvalidArgument("memart: neighbors " + std::to_string(c.neighbors) + " (0 to 8)");
   }
+  if (c.whole_turns && (c.retrieval_heads.empty() || c.neighbors > 0)) {
+    return InvalidArgument("memart: whole turns need retrieval heads and no neighbours");
+  }
   return Status::Ok();
 }
 
@@ -64,6 +67,22 @@ std::vector<std::pair<int64_t, int>> RetrievalReport::BlockVotes() const {
     for (int64_t b : layer) ++votes[b];
   }
   return {votes.begin(), votes.end()};
+}
+
+std::vector<RowSpan> RetrievalReport::RowsRead() const {
+  std::vector<RowSpan> all;
+  for (const std::vector<RowSpan>& layer : rows) all.insert(all.end(), layer.begin(), layer.end());
+  std::sort(all.begin(), all.end(),
+            [](const RowSpan& a, const RowSpan& b) { return a.begin < b.begin; });
+  std::vector<RowSpan> merged;
+  for (const RowSpan& s : all) {
+    if (!merged.empty() && s.begin <= merged.back().end) {
+      merged.back().end = std::max(merged.back().end, s.end);
+    } else {
+      merged.push_back(s);
+    }
+  }
+  return merged;
 }
 
 Result<std::unique_ptr<MemArtMemory>> MemArtMemory::Create(const model::Model& model,
@@ -140,9 +159,8 @@ Status MemArtMemory::Reconfigure(const MemArtConfig& config) {
   return Status::Ok();
 }
 
-BlockSpan MemArtMemory::TurnBlocks(int64_t block) const {
-  const int64_t bs = config_.block_size;
-  const int64_t first_row = block * bs;
+RowSpan MemArtMemory::TurnRows(int64_t block) const {
+  const int64_t first_row = block * config_.block_size;
   const int64_t last_row = first_row + BlockRows(block) - 1;
   // The turn holding first_row begins at the last start <= it; the one holding last_row ends
   // before the first start > it.
@@ -150,7 +168,61 @@ BlockSpan MemArtMemory::TurnBlocks(int64_t block) const {
   auto after_first = std::upper_bound(turn_starts_.begin(), turn_starts_.end(), first_row);
   const int64_t begin = after_first == turn_starts_.begin() ? 0 : *(after_first - 1);
   const int64_t end = after_last == turn_starts_.end() ? history_rows() : *after_last;
-  return {begin / bs, (end - 1) / bs};
+  return {begin, end};
+}
+
+BlockSpan MemArtMemory::TurnBlocks(int64_t block) const {
+  const RowSpan t = TurnRows(block);
+  return {t.begin / config_.block_size, (t.end - 1) / config_.block_size};
+}
+
+std::vector<RowSpan> MemArtMemory::SpansOf(const std::vector<int64_t>& blocks) const {
+  std::vector<RowSpan> spans;
+  for (int64_t b : blocks) {
+    const RowSpan s{b * config_.block_size, b * config_.block_size + BlockRows(b)};
+    if (!spans.empty() && spans.back().end == s.begin) {
+      spans.back().end = s.end;
+    } else {
+      spans.push_back(s);
+    }
+  }
+  return spans;
+}
+
+std::vector<RowSpan> MemArtMemory::WholeTurns(const std::vector<int64_t>& kept,
+                                              const std::vector<int64_t>& candidates,
+                                              const std::vector<double>& score,
+                                              int64_t budget) const {
+  const int64_t full = budget;
+  std::vector<char> read(history_rows(), 0);
+  for (const RowSpan& s : SpansOf(kept)) std::fill(read.begin() + s.begin, read.begin() + s.end, 1);
+  auto unread = [&](RowSpan s) {
+    return std::count(read.begin() + s.begin, read.begin() + s.end, 0);
+  };
+  std::vector<int64_t> order = candidates;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return score[a] > score[b]; });
+  for (int64_t b : order) {
+    if (budget <= 0) break;
+    RowSpan take = TurnRows(b);
+    if (take.end - take.begin > full) {  // longer than the whole budget: its block alone
+      take = {b * config_.block_size, b * config_.block_size + BlockRows(b)};
+    }
+    const int64_t fresh = unread(take);
+    if (fresh > budget) continue;
+    std::fill(read.begin() + take.begin, read.begin() + take.end, 1);
+    budget -= fresh;
+  }
+  std::vector<RowSpan> spans;
+  for (int64_t r = 0; r < history_rows(); ++r) {
+    if (!read[r]) continue;
+    if (!spans.empty() && spans.back().end == r) {
+      ++spans.back().end;
+    } else {
+      spans.push_back({r, r + 1});
+    }
+  }
+  return spans;
 }
 
 int64_t MemArtMemory::BlockRows(int64_t block) const {
@@ -187,13 +259,12 @@ void Rotate(float* k, const model::ModelSpec& spec, const kv::RopeSpec& rope, in
 
 }  // namespace
 
-void MemArtMemory::PlaceLayer(int layer, const std::vector<int64_t>& blocks) {
+void MemArtMemory::PlaceLayer(int layer, const std::vector<RowSpan>& rows) {
   const model::ModelSpec& spec = model_.spec();
   std::vector<float> k(spec.k_dim()), v(spec.v_dim());
   size_t i = 0;
-  for (int64_t b : blocks) {
-    const int64_t first = b * config_.block_size;
-    for (int64_t r = first; r < first + BlockRows(b); ++r, ++i) {
+  for (const RowSpan& span : rows) {
+    for (int64_t r = span.begin; r < span.end; ++r, ++i) {
       const kv::RowRef src = history_rows_[r];
       pool_->ReadToken(src, layer, k.data(), v.data());
       // History keys sit at their history position r; working row i is read at position i
@@ -206,7 +277,7 @@ void MemArtMemory::PlaceLayer(int layer, const std::vector<int64_t>& blocks) {
   assert(i == working_rows_.size());
 }
 
-void MemArtMemory::CoupleLayerView(int layer, const std::vector<int64_t>& blocks) {
+void MemArtMemory::CoupleLayerView(int layer, const std::vector<RowSpan>& rows) {
   std::vector<kv::ViewRun>& list = working_->view().mutable_layer(layer);
   // The first R slots are the working rows (appended before the query); re-place them.
   std::vector<kv::ViewRun> rest;
@@ -225,9 +296,8 @@ void MemArtMemory::CoupleLayerView(int layer, const std::vector<int64_t>& blocks
   }
   list.clear();
   size_t i = 0;
-  for (int64_t b : blocks) {
-    const int64_t first = b * config_.block_size;
-    for (int64_t r = first; r < first + BlockRows(b); ++r, ++i) {
+  for (const RowSpan& span : rows) {
+    for (int64_t r = span.begin; r < span.end; ++r, ++i) {
       const kv::RowRef w = working_rows_[i];
       kv::ViewRun* last = list.empty() ? nullptr : &list.back();
       if (last != nullptr && last->block == w.block && last->first_row + last->n_rows == w.row &&
@@ -268,7 +338,7 @@ Status MemArtMemory::ResetWorking(int64_t r_rows) {
 }
 
 Status MemArtMemory::RunQuery(std::span<const int32_t> tokens, ThreadPool* pool,
-                              const ChooseBlocks& choose, int last_layer, bool observe) {
+                              const ChooseRows& choose, int last_layer, bool observe) {
   const model::ModelSpec& spec = model_.spec();
   engine::Batch batch;
   batch.tokens.assign(tokens.begin(), tokens.end());
@@ -286,7 +356,7 @@ Status MemArtMemory::RunQuery(std::span<const int32_t> tokens, ThreadPool* pool,
                     spec.head_dim_k, rope.rot_dim, -tap.positions()[t], rope.freq_base, rope.mode);
     }
     if (observe && observer_) observer_(l, raw_q, n);
-    std::vector<int64_t> chosen = choose(l, raw_q.data(), n);
+    const std::vector<RowSpan> chosen = choose(l, raw_q.data(), n);
     PlaceLayer(l, chosen);
     if (config_.coupled_positions) CoupleLayerView(l, chosen);
   });
@@ -321,6 +391,7 @@ Status MemArtMemory::BeginTurn(std::span<const int32_t> tokens, ThreadPool* pool
   rep.retrieved_rows = r_rows;
   rep.query_tokens = static_cast<int64_t>(tokens.size());
   rep.blocks.assign(spec.n_layers, {});
+  rep.rows.assign(spec.n_layers, {});
   first_query_pos_ = config_.coupled_positions ? history_rows() : r_rows;
   auto fail = [&](Status st, const char* what) {
     working_->Clear();
@@ -350,10 +421,10 @@ Status MemArtMemory::BeginTurn(std::span<const int32_t> tokens, ThreadPool* pool
       spans.push_back({t.first - candidates.front(), t.second - candidates.front()});
     }
   }
-  // The always-kept blocks and the top k_eff candidates by `score`, chronological.
+  // The always-kept blocks and the top k_eff candidates by `score`, chronological, as rows.
   auto top = [&](const std::vector<double>& score) {
     std::vector<int64_t> chosen = kept;
-    if (k_eff == 0) return chosen;
+    if (k_eff == 0) return SpansOf(chosen);
     std::vector<double> cand_score(candidates.size());
     for (size_t i = 0; i < candidates.size(); ++i) cand_score[i] = score[candidates[i]];
     // Candidates are the contiguous blocks between the kept ones: adjacent indices are adjacent
@@ -362,7 +433,7 @@ Status MemArtMemory::BeginTurn(std::span<const int32_t> tokens, ThreadPool* pool
       chosen.push_back(candidates[i]);
     }
     std::sort(chosen.begin(), chosen.end());
-    return chosen;
+    return SpansOf(chosen);
   };
   // The rows of the scoring tokens among a layer's query rows.
   auto scoring_rows = [&](const float*& q, int& n_tokens) {
@@ -380,19 +451,30 @@ Status MemArtMemory::BeginTurn(std::span<const int32_t> tokens, ThreadPool* pool
     }
     return top(score);
   };
-  auto record = [&](const ChooseBlocks& choose) {
+  // Records the rows a layer reads, and the blocks they touch.
+  auto note = [&](int layer, const std::vector<RowSpan>& rows) {
+    rep.rows[layer] = rows;
+    std::vector<int64_t>& blocks = rep.blocks[layer];
+    for (const RowSpan& s : rows) {
+      for (int64_t b = s.begin / config_.block_size; b <= (s.end - 1) / config_.block_size; ++b) {
+        if (blocks.empty() || blocks.back() < b) blocks.push_back(b);
+      }
+    }
+  };
+  auto record = [&](const ChooseRows& choose) {
     return [&, choose](int layer, const float* q, int n) {
-      std::vector<int64_t> chosen = choose(layer, q, n);
-      rep.blocks[layer] = chosen;
+      std::vector<RowSpan> chosen = choose(layer, q, n);
+      note(layer, chosen);
       return chosen;
     };
   };
 
   if (tokens.empty()) {
     for (int l = 0; l < spec.n_layers; ++l) {
-      rep.blocks[l] = per_layer(l, nullptr, 0);
-      PlaceLayer(l, rep.blocks[l]);
-      if (config_.coupled_positions) CoupleLayerView(l, rep.blocks[l]);
+      const std::vector<RowSpan> rows = per_layer(l, nullptr, 0);
+      note(l, rows);
+      PlaceLayer(l, rows);
+      if (config_.coupled_positions) CoupleLayerView(l, rows);
     }
   } else if (config_.retrieval_heads.empty() || k_eff == 0) {
     if (Status st = RunQuery(tokens, pool, record(per_layer), spec.n_layers - 1, true); !st.ok()) {
@@ -407,7 +489,7 @@ Status MemArtMemory::BeginTurn(std::span<const int32_t> tokens, ThreadPool* pool
     std::vector<double> score(n_blocks(), sum ? 0.0 : -INFINITY);
     std::vector<float> rows;
     auto scouting = [&](int layer, const float* q, int n_tokens) {
-      std::vector<int64_t> chosen = per_layer(layer, q, n_tokens);
+      std::vector<RowSpan> chosen = per_layer(layer, q, n_tokens);
       scoring_rows(q, n_tokens);  // the rows per_layer scored into `bounds`
       rows.clear();
       int64_t n_rows = 0;
@@ -432,7 +514,13 @@ Status MemArtMemory::BeginTurn(std::span<const int32_t> tokens, ThreadPool* pool
       return fail(st, "memart: retrieval heads' pass");
     }
     // Pass 2: every layer reads the retrieval heads' choice.
-    const std::vector<int64_t> chosen = top(score);
+    const std::vector<RowSpan> chosen =
+        config_.whole_turns ? WholeTurns(kept, candidates, score, k_eff * config_.block_size)
+                            : top(score);
+    r_rows = 0;
+    for (const RowSpan& s : chosen) r_rows += s.end - s.begin;
+    rep.retrieved_rows = r_rows;
+    if (!config_.coupled_positions) first_query_pos_ = r_rows;
     if (Status st = ResetWorking(r_rows); !st.ok()) return fail(st, "memart: turn");
     auto shared = [&](int, const float*, int) { return chosen; };
     if (Status st = RunQuery(tokens, pool, record(shared), spec.n_layers - 1, true); !st.ok()) {

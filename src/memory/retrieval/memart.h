@@ -31,7 +31,8 @@
 // twice. The first pass goes up to the last layer holding a retrieval head, each layer reading
 // its own choice as in 2; there the retrieval heads' rows alone are scored, normalized and
 // aggregated as in 2, into one score per block. The second pass prefills the query with every
-// layer reading the top_k of that score (and the always-kept blocks). Which heads point at the
+// layer reading the top_k of that score (and the always-kept blocks), or with whole_turns the
+// whole turns of the best blocks. Which heads point at the
 // evidence is measured on other data (`kvmem eval locomo --head-report`), as query-focused
 // retrieval heads are (Zhang et al. 2025, QRHead).
 // Scoring tokens (BeginTurn's `scoring`, a deviation; all by default): only these query tokens'
@@ -58,6 +59,13 @@
 #include "model/model.h"
 
 namespace kvmem::memory {
+
+// History rows [begin, end).
+struct RowSpan {
+  int64_t begin = 0;
+  int64_t end = 0;
+  bool operator==(const RowSpan&) const = default;
+};
 
 // Tokens [begin, end) of a query; end < 0: to the query's end.
 struct TokenRange {
@@ -94,6 +102,12 @@ struct MemArtConfig {
   // history's turns: what each EndTurn appended, or the turns it marked), so a found
   // block brings the rest of its turn and not the turns around it.
   bool turn_bounded = false;
+  // Deviation, off by default; needs retrieval_heads and no neighbors: the blocks the heads rank
+  // highest bring the whole turns they overlap, in score order while those fit in the top_k *
+  // block_size rows (a turn longer than all of them brings its block alone), so that what is
+  // read is whole turns, as text retrieval reads them, not block fragments. R then varies with
+  // the turns' lengths: the always-kept rows plus at most top_k * block_size.
+  bool whole_turns = false;
 };
 Status ValidateMemArtConfig(const MemArtConfig& config);
 
@@ -102,10 +116,15 @@ struct RetrievalReport {
   int64_t history_rows = 0;    // N when the turn began
   int64_t retrieved_rows = 0;  // R, per layer
   int64_t query_tokens = 0;    // tokens prefilled
-  // (n_layers) retrieved blocks per layer (always-kept ones included), ascending.
+  // (n_layers) retrieved blocks per layer (always-kept ones included), ascending: those the
+  // rows read touch (whole blocks unless whole_turns).
   std::vector<std::vector<int64_t>> blocks;
+  // (n_layers) the history rows each layer read, ascending and disjoint.
+  std::vector<std::vector<RowSpan>> rows;
   // Blocks retrieved in any layer, with the number of layers that read each, ascending.
   std::vector<std::pair<int64_t, int>> BlockVotes() const;
+  // The rows read in any layer, ascending and disjoint.
+  std::vector<RowSpan> RowsRead() const;
 };
 
 class MemArtMemory {
@@ -140,6 +159,8 @@ class MemArtMemory {
   const std::vector<int64_t>& turn_starts() const { return turn_starts_; }
   // The blocks holding the turns that block `block` overlaps: (first, last).
   BlockSpan TurnBlocks(int64_t block) const;
+  // The rows of the turns that block `block` overlaps.
+  RowSpan TurnRows(int64_t block) const;
 
   // Retrieves and prefills `tokens` (may be empty: only the retrieved rows are placed, with no
   // query to score them, i.e. the always-kept blocks and the first top_k). `scoring`: the
@@ -175,19 +196,26 @@ class MemArtMemory {
   // The always-kept blocks and the candidates, for the current history.
   void PartitionBlocks(std::vector<int64_t>* kept, std::vector<int64_t>* candidates) const;
   int64_t BlockRows(int64_t block) const;
-  // Copies the rows of `blocks` (ascending) into working rows [0, R) of `layer`.
-  void PlaceLayer(int layer, const std::vector<int64_t>& blocks);
+  // The rows of `blocks` (ascending), as spans.
+  std::vector<RowSpan> SpansOf(const std::vector<int64_t>& blocks) const;
+  // whole_turns: the always-kept blocks' rows, and the turns of the candidates in `score` order
+  // that fit in `budget` more rows.
+  std::vector<RowSpan> WholeTurns(const std::vector<int64_t>& kept,
+                                  const std::vector<int64_t>& candidates,
+                                  const std::vector<double>& score, int64_t budget) const;
+  // Copies history `rows` (ascending) into working rows [0, R) of `layer`.
+  void PlaceLayer(int layer, const std::vector<RowSpan>& rows);
   // Encloses history row `row` (at position pos) in its block's boxes, every layer.
   void IndexRow(kv::RowRef row, int64_t pos);
   // Working rows [0, R) of `layer` in the view, at their original positions (coupled).
-  void CoupleLayerView(int layer, const std::vector<int64_t>& blocks);
+  void CoupleLayerView(int layer, const std::vector<RowSpan>& rows);
   // Empties the working sequence and appends the R rows retrieved rows go to.
   Status ResetWorking(int64_t r_rows);
   // Prefills `tokens` after the R working rows, calling choose(layer, position-free q, n) for
-  // the blocks each layer reads, through layer `last_layer` (the query is abandoned after it
+  // the history rows each layer reads, through layer `last_layer` (the query is abandoned after it
   // when that is not the model's last layer); `observe`: the query observer sees this pass.
-  using ChooseBlocks = std::function<std::vector<int64_t>(int layer, const float* q, int n)>;
-  Status RunQuery(std::span<const int32_t> tokens, ThreadPool* pool, const ChooseBlocks& choose,
+  using ChooseRows = std::function<std::vector<RowSpan>(int layer, const float* q, int n)>;
+  Status RunQuery(std::span<const int32_t> tokens, ThreadPool* pool, const ChooseRows& choose,
                   int last_layer, bool observe);
 
   const model::Model& model_;

@@ -137,10 +137,12 @@ Result<MemoryPolicy> ParseMemoryPolicy(const Json& j) {
   KVMEM_RETURN_IF_ERROR(small("keep_first", &p.keep_first));
   KVMEM_RETURN_IF_ERROR(small("keep_last", &p.keep_last));
   if (o->contains("neighbors")) KVMEM_RETURN_IF_ERROR(small("neighbors", &p.neighbors));
-  if (o->contains("turn_bounded")) {
-    const Json& tb = (*o)["turn_bounded"];
-    if (!tb.is_boolean()) return Corrupt("field 'memory.turn_bounded' is not a boolean");
-    p.turn_bounded = tb.get<bool>();
+  for (const auto& [key, out] : {std::pair{"turn_bounded", &p.turn_bounded},
+                                 std::pair{"whole_turns", &p.whole_turns}}) {
+    if (!o->contains(key)) continue;
+    const Json& b = (*o)[key];
+    if (!b.is_boolean()) return Corrupt("field 'memory." + std::string(key) + "' is not a boolean");
+    *out = b.get<bool>();
   }
   if (o->contains("retrieval_heads")) {
     KVMEM_ASSIGN_OR_RETURN(const Json* heads, JsonArray(*o, "retrieval_heads", "memory"));
@@ -212,7 +214,8 @@ std::string ManifestToJson(const AgentManifest& m) {
                    {"keep_first", m.memory.keep_first},
                    {"keep_last", m.memory.keep_last},
                    {"neighbors", m.memory.neighbors},
-                   {"turn_bounded", m.memory.turn_bounded}};
+                   {"turn_bounded", m.memory.turn_bounded},
+                   {"whole_turns", m.memory.whole_turns}};
     if (!m.memory.retrieval_heads.empty())
       j["memory"]["retrieval_heads"] = m.memory.retrieval_heads;
   }

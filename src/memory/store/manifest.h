@@ -16,11 +16,11 @@
 //    "last_use_unix_ms": 1763700000000,
 //    "memory": {"mode": "retrieval", "block_size": 16, "top_k": 32, "strategy": "softmax-sum",
 //               "keep_first": 0, "keep_last": 0, "neighbors": 1, "turn_bounded": true,
-//               "retrieval_heads": ["7.1", "5.3"]}}
+//               "whole_turns": false, "retrieval_heads": ["7.1", "5.3"]}}
 //                                             (optional; absent = {"mode": "full"}; neighbors,
-//                                              turn_bounded and retrieval_heads, absent in
-//                                              manifests written before they existed, are 0,
-//                                              false and [])
+//                                              turn_bounded, whole_turns and retrieval_heads,
+//                                              absent in manifests written before they existed,
+//                                              are 0, false, false and [])
 //
 // ParseManifest checks the schema, the types and everything that needs no outside knowledge
 // (valid names, counts adding up, released layers only on leading whole blocks); comparing with
@@ -65,6 +65,7 @@ struct MemoryPolicy {
   int keep_last = 0;
   int neighbors = 0;
   bool turn_bounded = false;
+  bool whole_turns = false;
   std::vector<std::string> retrieval_heads;  // "LAYER.HEAD" each (memory::HeadRefName)
   bool operator==(const MemoryPolicy&) const = default;
 };
