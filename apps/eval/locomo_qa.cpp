@@ -12,6 +12,7 @@
 #include "eval/qa_metrics.h"
 #include "memory/eviction/attention_scores.h"
 #include "tokenizer/chat_template.h"
+#include "tokenizer/token_span.h"
 
 namespace kvmem::eval {
 
@@ -147,21 +148,6 @@ Result<Answer> AnswerOn(const model::Model& model, const tokenizer::Tokenizer& t
   text = text.substr(0, text.find('\n'));
   a.prediction = std::string(tokenizer::TrimPythonWhitespace(text));
   return a;
-}
-
-// The number of tokens of `text` before byte `end`, or of a little less of it (a token may
-// straddle `end`: a word's leading space): the longest such prefix whose tokens begin the text's
-// tokens `all`. Internal when none within 8 bytes does.
-Result<int64_t> TokensBefore(const tokenizer::Tokenizer& tok, const std::string& text, size_t end,
-                             const std::vector<int32_t>& all) {
-  for (size_t cut = end; cut + 8 >= end && cut > 0; --cut) {
-    const std::vector<int32_t> head =
-        tok.Encode(text.substr(0, cut), /*add_special=*/false, /*parse_special=*/true);
-    if (head.size() <= all.size() && std::equal(head.begin(), head.end(), all.begin())) {
-      return static_cast<int64_t>(head.size());
-    }
-  }
-  return Internal("locomo: no token boundary near byte " + std::to_string(end) + " of " + text);
 }
 
 class Runner {
@@ -691,17 +677,15 @@ Result<QuestionPrompt> BuildQuestionPrompt(const tokenizer::ChatTemplate& tmpl,
   // write a message's content.
   const auto range_of = [&](std::string_view untrimmed) -> Result<memory::TokenRange> {
     const std::string part(tokenizer::TrimPythonWhitespace(untrimmed));
-    const size_t at = part.empty() ? std::string::npos : text->rfind(part);
-    if (at == std::string::npos) return Internal("locomo: not in the prompt: " + part);
-    auto begin = TokensBefore(tok, *text, at, p.tokens);
-    auto end = TokensBefore(tok, *text, at + part.size(), p.tokens);
-    if (!begin.ok()) return begin.status();
-    if (!end.ok()) return end.status();
+    auto span = tokenizer::FindTokenSpan(tok, *text, p.tokens, part);
+    if (!span.ok()) {
+      return Internal("locomo: '" + part + "' in its prompt: " + span.status().message());
+    }
     // The last prompt token is decoded from, not prefilled: the part must end before it.
-    if (*begin >= *end || *end >= static_cast<int64_t>(p.tokens.size())) {
+    if (span->begin >= span->end || span->end >= static_cast<int64_t>(p.tokens.size())) {
       return Internal("locomo: the tokens of '" + part + "' are not inside its prompt");
     }
-    return memory::TokenRange{*begin, *end};
+    return memory::TokenRange{span->begin, span->end};
   };
   KVMEM_ASSIGN_OR_RETURN(p.content, range_of(msg.content));
   KVMEM_ASSIGN_OR_RETURN(p.question, range_of(question));

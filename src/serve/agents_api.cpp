@@ -19,7 +19,7 @@ Json ToJson(const RetrievalTurnInfo& t) {
   }
   return {{"history_tokens", t.history_tokens}, {"retrieved_rows", t.retrieved_rows},
           {"prefill_tokens", t.prefill_tokens}, {"kv_len_decode", t.kv_len_decode},
-          {"blocks", std::move(blocks)}};
+          {"scoring_tokens", {t.scoring_begin, t.scoring_end}}, {"blocks", std::move(blocks)}};
 }
 
 Json ToJson(const AgentInfo& a) {

@@ -8,6 +8,7 @@
 //                             "kv_format","memory_mode","last_used_at"} and, for a retrieval
 //                             agent after a turn, "last_turn": {"history_tokens",
 //                             "retrieved_rows","prefill_tokens","kv_len_decode",
+//                             "scoring_tokens": [begin, end] (of the prefilled ones),
 //                             "blocks":[{"block","first_token","n_tokens","layers","text"}…]}
 //   DELETE /v1/agents/{id}   {"id","object":"agent.deleted","deleted":true}
 // Thread-safety: pure functions.

@@ -54,6 +54,10 @@ struct GenerationRequest {
   SamplingParams sampling;
   // Generation ends before any of these strings; they are never part of the returned text.
   std::vector<std::string> stop;
+  // kvmem's extension, "retrieval_query" in either dialect: for a retrieval agent, the text in
+  // the new part of the prompt (say, the question inside an instruction) whose tokens alone pick
+  // the memory blocks it reads; unset: the whole new part. Full-memory agents ignore it.
+  std::optional<std::string> retrieval_query;
 };
 
 enum class FinishReason {
@@ -107,6 +111,7 @@ struct RetrievalTurnInfo {
   int64_t prefill_tokens = 0;  // tokens computed: what the prompt added
   int64_t kv_len_decode = 0;   // rows the first generated token read
   std::vector<RecalledBlock> blocks;
+  int64_t scoring_begin = 0, scoring_end = 0;  // the new tokens that scored the blocks
 };
 
 // POST /v1/agents: an agent created before its first turn, with its memory mode. Settings

@@ -37,7 +37,7 @@ AgentInfo ToAgentInfo(const memory::AgentStatus& s) {
   if (s.last_turn) {
     const memory::RetrievalTurn& t = *s.last_turn;
     RetrievalTurnInfo info{t.history_tokens, t.retrieved_rows, t.prefill_tokens, t.kv_len_decode,
-                           {}};
+                           {},               t.scoring_begin,  t.scoring_end};
     for (const memory::RecalledBlock& b : t.blocks) {
       info.blocks.push_back({b.block, b.first_token, b.n_tokens, b.layers, b.text});
     }
@@ -132,6 +132,7 @@ Result<GenerationResult> EngineBackend::Generate(const GenerationRequest& reques
   memory::TurnParams params;
   params.sampler = ToSampler(request.sampling);
   params.stop = request.stop;
+  params.retrieval_query = request.retrieval_query.value_or("");
   params.max_tokens = request.max_tokens ? *request.max_tokens
                                          : static_cast<int>(runtime_->n_ctx());
   memory::TurnCallbacks cb;

@@ -127,6 +127,13 @@ Result<std::vector<std::string>> ReadStopStrings(const Json& body, std::string_v
   return out;
 }
 
+Result<std::optional<std::string>> ReadRetrievalQuery(const Json& body) {
+  KVMEM_ASSIGN_OR_RETURN(std::optional<std::string> q,
+                         OptionalString(body, "retrieval_query", "retrieval_query"));
+  if (q && q->empty()) return FieldError("retrieval_query", "must not be empty");
+  return q;
+}
+
 Result<std::string> ReadTextContent(const Json& content, std::string_view field) {
   if (content.is_string()) return content.get<std::string>();
   if (!content.is_array()) return TypeError(field, "a string or an array of text parts", content);

@@ -51,6 +51,10 @@ Result<SamplingParams> ReadSamplingParams(const Json& body, const SamplingLimits
 Result<std::vector<std::string>> ReadStopStrings(const Json& body, std::string_view key,
                                                  size_t max_count, bool allow_single_string);
 
+// kvmem's "retrieval_query" extension (GenerationRequest::retrieval_query): absent, or a
+// non-empty string.
+Result<std::optional<std::string>> ReadRetrievalQuery(const Json& body);
+
 // Message content: a string, or an array of {"type": "text", "text": "…"} parts joined with
 // "\n" (other part types, such as images or tool calls, are Unsupported).
 Result<std::string> ReadTextContent(const Json& content, std::string_view field);

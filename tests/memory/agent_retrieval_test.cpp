@@ -162,6 +162,60 @@ void AgentRetrievalTest::ExpectRestartRetrievesAsLive(const AgentMemory& memory)
   EXPECT_EQ(warm_reply, hot_reply);
 }
 
+// retrieval_query names the tokens that score: with one token per byte their range is the
+// query's place in the new message, counted by hand; naming the whole new message scores as no
+// query does; a query the new message does not hold is refused and the memory is unchanged.
+TEST_F(AgentRetrievalTest, RetrievalQueryNamesTheScoringTokens) {
+  auto rt = Runtime();
+  const store::AgentKey bob{"t", "bob"}, cy{"t", "cy"};
+  const std::string t1 = "Ada keeps a red notebook in the top drawer of her desk at home.";
+  std::string reply;
+  for (const store::AgentKey* key : {&ada_, &bob, &cy}) {
+    ASSERT_TRUE(rt->CreateAgent(*key, Retrieval(8, 2)).ok());
+    Turn(*rt, key, t1, &reply);
+  }
+  // Clients that send only the new message.
+  const std::string msg = " Answer in a few words. Where is the notebook? Thanks.";
+  const std::string query = "Where is the notebook?";
+  const TurnResult a = Turn(*rt, &ada_, msg, &reply, 6, query);
+  ASSERT_TRUE(a.retrieval);
+  EXPECT_EQ(a.retrieval->prefill_tokens, static_cast<int64_t>(msg.size()));
+  EXPECT_EQ(a.retrieval->scoring_begin, static_cast<int64_t>(msg.find(query)));
+  EXPECT_EQ(a.retrieval->scoring_end, static_cast<int64_t>(msg.find(query) + query.size()));
+
+  std::string whole_reply, plain_reply;
+  const TurnResult whole = Turn(*rt, &bob, msg, &whole_reply, 6, msg);
+  const TurnResult plain = Turn(*rt, &cy, msg, &plain_reply);
+  ASSERT_TRUE(whole.retrieval && plain.retrieval);
+  // Here the question's tokens alone choose other blocks than the whole message's (the same
+  // history otherwise: the range reaches the memory).
+  auto votes = [](const RetrievalTurn& t) {
+    std::vector<std::pair<int64_t, int>> v;
+    for (const RecalledBlock& b : t.blocks) v.emplace_back(b.block, b.layers);
+    return v;
+  };
+  EXPECT_NE(votes(*a.retrieval), votes(*plain.retrieval));
+  EXPECT_EQ(plain.retrieval->scoring_begin, 0);
+  EXPECT_EQ(plain.retrieval->scoring_end, static_cast<int64_t>(msg.size()) - 1);
+  EXPECT_EQ(whole.retrieval->scoring_begin, 0);
+  EXPECT_EQ(whole.retrieval->scoring_end, plain.retrieval->scoring_end);
+  ASSERT_EQ(whole.retrieval->blocks.size(), plain.retrieval->blocks.size());
+  for (size_t i = 0; i < plain.retrieval->blocks.size(); ++i) {
+    EXPECT_EQ(whole.retrieval->blocks[i].block, plain.retrieval->blocks[i].block);
+    EXPECT_EQ(whole.retrieval->blocks[i].layers, plain.retrieval->blocks[i].layers);
+  }
+  EXPECT_EQ(whole_reply, plain_reply);
+
+  const int64_t before = rt->Get(ada_)->tokens;
+  TurnParams p;
+  p.max_tokens = 4;
+  p.retrieval_query = "Where is the pen?";
+  auto bad = rt->RunTurn(&ada_, " Where is the notebook now?", p, {});
+  EXPECT_EQ(bad.status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("retrieval_query"), std::string::npos);
+  EXPECT_EQ(rt->Get(ada_)->tokens, before);
+}
+
 TEST_F(AgentRetrievalTest, CreateRefusesExistingAgentsAndBadSettings) {
   auto rt = Runtime();
   ASSERT_TRUE(rt->CreateAgent(ada_, Retrieval(16, 4)).ok());

@@ -116,7 +116,8 @@ void MemArtTest::CheckLayer0Selection(BlockScore block_score, int retrieval_head
   // the blocks' scores computed from them directly.
   const int q0 = 128, q1 = 140;
   const int64_t r_rows = 40;
-  const std::vector<float> q = Layer0Queries(*model_, &threads_, pool_.get(), Tokens(q0, q1), r_rows);
+  const std::vector<float> q =
+      Layer0Queries(*model_, &threads_, pool_.get(), Tokens(q0, q1), r_rows);
   ASSERT_EQ(q.size(), static_cast<size_t>((q1 - q0) * s.q_dim()));
   const int64_t t_end = scoring.end < 0 ? q1 - q0 : scoring.end;
   const std::vector<double> score = DirectLayer0Scores(*model_, *pool_, *mem, q, r_rows,

@@ -287,6 +287,28 @@ TEST(HttpServer, AgentsCreateWithAMemoryMode) {
   }
 }
 
+// kvmem's retrieval_query extension reaches the backend from either dialect; it must be a
+// non-empty string.
+TEST(HttpServer, RetrievalQueryIsPassedOnFromBothDialects) {
+  ServerFixture f;
+  const Json q = {{"retrieval_query", "where is it?"}};
+  ASSERT_EQ(f.Post("/v1/chat/completions", ChatBody("so, where is it?", q))->status, 200);
+  EXPECT_EQ(f.backend().last_request().retrieval_query, "where is it?");
+  ASSERT_EQ(f.Post("/v1/messages", MessagesBody("so, where is it?", q))->status, 200);
+  EXPECT_EQ(f.backend().last_request().retrieval_query, "where is it?");
+  ASSERT_EQ(f.Post("/v1/chat/completions", ChatBody("so, where is it?"))->status, 200);
+  EXPECT_FALSE(f.backend().last_request().retrieval_query);
+  for (const Json& bad : {Json{{"retrieval_query", ""}}, Json{{"retrieval_query", 3}}}) {
+    for (const auto& [path, body] : {std::pair{"/v1/chat/completions", ChatBody("x", bad)},
+                                     std::pair{"/v1/messages", MessagesBody("x", bad)}}) {
+      const auto res = f.Post(path, body);
+      ASSERT_TRUE(res);
+      EXPECT_EQ(res->status, 400) << body;
+      EXPECT_NE(res->body.find("retrieval_query"), std::string::npos) << res->body;
+    }
+  }
+}
+
 TEST(HttpServer, AgentJsonShowsTheLastRetrievalTurn) {
   AgentInfo a;
   a.id = "rae";
@@ -294,7 +316,8 @@ TEST(HttpServer, AgentJsonShowsTheLastRetrievalTurn) {
   a.last_turn = RetrievalTurnInfo{40, 16, 5, 21, {{1, 16, 16, 30, "the blue door"}}};
   const Json j = ParseJson(AgentJson(a));
   EXPECT_EQ(j["last_turn"], Json::parse(R"({"history_tokens":40,"retrieved_rows":16,
-      "prefill_tokens":5,"kv_len_decode":21,"blocks":[{"block":1,"first_token":16,
+      "prefill_tokens":5,"kv_len_decode":21,"scoring_tokens":[0,0],"blocks":[{"block":1,
+      "first_token":16,
       "n_tokens":16,"layers":30,"text":"the blue door"}]})"));
   a.last_turn.reset();
   EXPECT_FALSE(ParseJson(AgentJson(a)).contains("last_turn"));

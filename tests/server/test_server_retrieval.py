@@ -5,7 +5,8 @@ is 512 tokens, and the agent's history grows well past it while every turn still
 prefilling only its own message and reading a bounded number of retrieved history rows (the
 agents API reports them, with the recalled blocks' text). A full agent given the same
 conversation as one prompt is refused: it does not fit. After SIGKILL and a restart the agent is
-still a retrieval agent with the same history, and goes on.
+still a retrieval agent with the same history, and goes on; a question named by kvmem's
+retrieval_query field alone scores the blocks (the agents API shows which tokens did).
 """
 import json
 import os
@@ -95,6 +96,22 @@ class RetrievalAgentTest(unittest.TestCase):
                 self.assertTrue(r.choices[0].message.content)
                 turn = json.loads(again.get("/v1/agents/ada")[1])["last_turn"]
                 self.assertEqual(turn["history_tokens"], agent["cached_tokens"])
+                # kvmem's retrieval_query: only the question's tokens score the blocks.
+                c = openai.OpenAI(base_url=again.url + "/v1", api_key="unused", max_retries=0)
+                ask = "Please answer in a few words. What is my locker code?"
+                r = c.chat.completions.create(
+                    model="kvmem", messages=[{"role": "user", "content": ask}], max_tokens=16,
+                    temperature=0, user="ada",
+                    extra_body={"retrieval_query": "What is my locker code?"})
+                self.assertTrue(r.choices[0].message.content)
+                turn = json.loads(again.get("/v1/agents/ada")[1])["last_turn"]
+                begin, end = turn["scoring_tokens"]
+                self.assertTrue(0 < begin < end < turn["prefill_tokens"] - 1, turn)
+                self.assertLessEqual(end - begin, 8, turn)  # five words and a question mark
+                with self.assertRaises(openai.BadRequestError):
+                    c.chat.completions.create(
+                        model="kvmem", messages=[{"role": "user", "content": ask}],
+                        max_tokens=4, user="ada", extra_body={"retrieval_query": "my pen"})
                 self.assertNotIn("not usable", again.stderr())
 
 

@@ -8,6 +8,7 @@
 #include "memory/agents/agent_runtime.h"
 #include "memory/agents/agent_slot.h"
 #include "tokenizer/chat_template.h"
+#include "tokenizer/token_span.h"
 
 namespace kvmem::memory {
 namespace {
@@ -35,6 +36,31 @@ std::vector<int64_t> AgentRuntime::MessageStarts(std::span<const int32_t> tokens
     if (tokenizer::OpensChatMessage(Piece(tokens[i]))) starts.push_back(first + i);
   }
   return starts;
+}
+
+Result<TokenRange> AgentRuntime::ScoringTokens(std::string_view query_text,
+                                               std::span<const int32_t> ids,
+                                               std::string_view retrieval_query) const {
+  // ids may open with a BOS the text does not spell.
+  const std::vector<int32_t> plain =
+      tok_.Encode(query_text, /*add_special=*/false, /*parse_special=*/true);
+  const auto lead = static_cast<int64_t>(ids.size()) - static_cast<int64_t>(plain.size());
+  if (lead < 0 || !std::equal(plain.begin(), plain.end(), ids.begin() + lead)) {
+    return Internal("the prompt's tokens do not end with its text's");
+  }
+  Result<tokenizer::TokenSpan> span =
+      tokenizer::FindTokenSpan(tok_, query_text, plain, retrieval_query);
+  if (!span.ok()) {
+    return InvalidArgument("'retrieval_query' is not in what the prompt adds to the agent's "
+                           "conversation (" + span.status().message() + ")");
+  }
+  // The last token is decoded from, not prefilled: the scoring tokens end before it.
+  const int64_t last = static_cast<int64_t>(ids.size()) - 1;
+  const TokenRange r{lead + span->begin, std::min(lead + span->end, last)};
+  if (r.begin >= r.end) {
+    return InvalidArgument("'retrieval_query' covers no prefilled token of the prompt");
+  }
+  return r;
 }
 
 Status AgentRuntime::AdoptHistory(Slot& slot) {
@@ -76,12 +102,18 @@ Result<TurnResult> AgentRuntime::RunRetrievalTurn(Slot& slot, std::string_view p
                              " (with one context of room for the turn)");
   }
 
+  TokenRange scoring;
+  if (!params.retrieval_query.empty()) {
+    KVMEM_ASSIGN_OR_RETURN(scoring, ScoringTokens(query_text, ids, params.retrieval_query));
+  }
+
   auto t0 = std::chrono::steady_clock::now();
   RetrievalReport rep;
   std::vector<float> logits;
   {
     std::lock_guard<std::mutex> l(compute_mu_);
-    KVMEM_RETURN_IF_ERROR(mem.BeginTurn(std::span(ids).first(ids.size() - 1), threads_, &rep));
+    KVMEM_RETURN_IF_ERROR(
+        mem.BeginTurn(std::span(ids).first(ids.size() - 1), threads_, &rep, scoring));
     Status st = mem.working()->n_rows() + 1 >= n_ctx_
                     ? OutOfRange("the retrieved history (" + std::to_string(rep.retrieved_rows) +
                                  " rows) and the prompt's " + std::to_string(ids.size()) +
@@ -99,6 +131,8 @@ Result<TurnResult> AgentRuntime::RunRetrievalTurn(Slot& slot, std::string_view p
   info.retrieved_rows = rep.retrieved_rows;
   info.prefill_tokens = static_cast<int64_t>(ids.size());
   info.kv_len_decode = mem.working()->n_rows();
+  info.scoring_begin = scoring.begin;
+  info.scoring_end = scoring.end < 0 ? static_cast<int64_t>(ids.size()) - 1 : scoring.end;
   const int64_t bs = mem.config().block_size;
   const std::vector<memory::RowSpan> read = rep.RowsRead();
   for (const auto& [block, layers] : rep.BlockVotes()) {

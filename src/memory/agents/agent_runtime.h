@@ -69,6 +69,10 @@ struct TurnParams {
   int max_tokens = 256;  // generated-token budget (also bounded by the context)
   engine::SamplerConfig sampler;
   std::vector<std::string> stop;
+  // Retrieval agents: text of the turn's new part (e.g. the question inside an instruction)
+  // whose tokens alone score the memory's blocks (MemArtMemory::BeginTurn's `scoring`); empty:
+  // all of the new part's. Ignored by full-memory agents.
+  std::string retrieval_query;
 };
 
 struct PromptStats {
@@ -104,6 +108,9 @@ struct RetrievalTurn {
   int64_t prefill_tokens = 0;   // the query: what the prompt added to the conversation
   int64_t kv_len_decode = 0;    // rows the first generated token reads (R + query)
   std::vector<RecalledBlock> blocks;  // chronological
+  // The query tokens [scoring_begin, scoring_end) whose rows scored the blocks (all but the
+  // last unless TurnParams::retrieval_query named some).
+  int64_t scoring_begin = 0, scoring_end = 0;
 };
 
 enum class TurnEnd { kEndOfTurn, kStopSequence, kLength, kCancelled };
@@ -189,6 +196,10 @@ class AgentRuntime {
   // Rows first + i (below limit) where tokens[i] opens a chat message.
   std::vector<int64_t> MessageStarts(std::span<const int32_t> tokens, int64_t first,
                                      int64_t limit) const;
+  // The tokens of `retrieval_query` among a retrieval turn's `ids` (the encoded `query_text`,
+  // maybe after a BOS), before the last; InvalidArgument when it is not in the text.
+  Result<TokenRange> ScoringTokens(std::string_view query_text, std::span<const int32_t> ids,
+                                   std::string_view retrieval_query) const;
   // Keeps the stored tokens the new prompt can reuse; returns the ids to prefill.
   Result<std::vector<int32_t>> PlanPrompt(Slot& slot, std::string_view text, PromptStats* ps);
   Status Prefill(Slot& slot, std::span<const int32_t> ids, std::vector<float>* logits);
