@@ -44,12 +44,24 @@ void AddAgentEnvOptions(CLI::App* cmd, AgentEnvOptions* o) {
                   "are evicted to the store")
       ->capture_default_str();
   cmd->add_option("--max-history", o->max_history_tokens,
-                  "retrieval agents: history tokens kept at most")
+                  "memory policies whose history outgrows the context: tokens kept at most")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   cmd->add_option("--prefault-mib", o->prefault_mib,
                   "KV memory (MiB) written at start-up, so the first agents loaded or computed "
                   "land in touched pages (kvmem serve)")
+      ->capture_default_str();
+}
+
+void AddMemoryOptions(CLI::App* cmd, AgentEnvOptions* o, const std::string& what) {
+  std::string names;
+  for (const memory::PolicyKind& k : memory::PolicyKinds()) {
+    names += (names.empty() ? "" : ", ") + k.name;
+  }
+  cmd->add_option("--memory", o->memory, "memory policy of " + what + ": " + names)
+      ->capture_default_str();
+  cmd->add_option("--memory-config", o->memory_config,
+                  "the policy's config, a JSON object (GET /v1/policies lists the fields)")
       ->capture_default_str();
 }
 
@@ -63,6 +75,8 @@ Result<std::unique_ptr<AgentEnv>> OpenAgentEnv(const AgentEnvOptions& o, bool wi
   KVMEM_RETURN_IF_ERROR(kv::CheckKvFormats(formats, spec.head_dim_k, spec.head_dim_v));
   const std::string path = o.model.empty() ? DefaultModelPath() : o.model;
   env->model_name = Stem(path);
+  KVMEM_ASSIGN_OR_RETURN(const std::string fingerprint, memory::store::ModelFingerprint(path));
+  std::string presets_dir;
   if (!o.no_store) {
     memory::store::StoreOptions so;
     if (o.store_dir.empty()) {
@@ -70,7 +84,8 @@ Result<std::unique_ptr<AgentEnv>> OpenAgentEnv(const AgentEnvOptions& o, bool wi
     } else {
       so.root = o.store_dir;
     }
-    KVMEM_ASSIGN_OR_RETURN(so.model_fingerprint, memory::store::ModelFingerprint(path));
+    presets_dir = so.root + "/presets";
+    so.model_fingerprint = fingerprint;
     so.n_vocab = spec.n_vocab;
     auto store = memory::store::AgentStore::Open(so);
     if (!store.ok()) return store.status().WithContext("agent store " + so.root);
@@ -84,8 +99,15 @@ Result<std::unique_ptr<AgentEnv>> OpenAgentEnv(const AgentEnvOptions& o, bool wi
   ro.hot_budget_bytes = static_cast<size_t>(std::max<int64_t>(o.hot_budget_mib, 1)) << 20;
   ro.prefault_bytes = static_cast<size_t>(std::max<int64_t>(o.prefault_mib, 0)) << 20;
   ro.max_history_tokens = o.max_history_tokens;
+  ro.model_fingerprint = fingerprint;
+  ro.presets_dir = presets_dir;
   env->runtime = std::make_unique<memory::AgentRuntime>(
       *env->model, *env->tok, env->threads.get(), env->store ? &*env->store : nullptr, ro);
+  const memory::Json config = memory::Json::parse(o.memory_config, nullptr, false);
+  if (config.is_discarded() || !config.is_object()) {
+    return InvalidArgument("--memory-config must be a JSON object");
+  }
+  KVMEM_RETURN_IF_ERROR(env->runtime->SetDefaultMemory(o.memory, config).WithContext("--memory"));
   return env;
 }
 

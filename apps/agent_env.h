@@ -26,12 +26,17 @@ struct AgentEnvOptions {
   int64_t n_ctx = 0;              // per agent; 0: the model's training context
   int64_t hot_budget_mib = 2048;
   int64_t prefault_mib = 256;  // KV memory written at start-up (kvmem serve)
-  int64_t max_history_tokens = int64_t{1} << 17;  // retrieval agents' history bound
+  int64_t max_history_tokens = int64_t{1} << 17;  // bound of histories beyond the context
+  // The memory policy of agents created without one (AgentRuntime::SetDefaultMemory).
+  std::string memory = "full";
+  std::string memory_config = "{}";  // JSON object
 };
 
 // Adds -m, --store, --no-store, --kv-format, -t, -c, --hot-mib, --max-history, --prefault-mib
 // to a subcommand.
 void AddAgentEnvOptions(CLI::App* cmd, AgentEnvOptions* o);
+// Adds --memory NAME and --memory-config JSON (`what` says which agents they apply to).
+void AddMemoryOptions(CLI::App* cmd, AgentEnvOptions* o, const std::string& what);
 
 struct AgentEnv {
   std::unique_ptr<model::Model> model;

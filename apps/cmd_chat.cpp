@@ -2,9 +2,10 @@
 // store, so it persists across runs of the program (no server needed; the same agent is
 // reachable through `kvmem serve` as tenant "default"). Each turn extends the conversation text
 // the cache holds, so only the new user message and the template's markers are prefilled.
-// --memory retrieval creates the agent with a MemArt memory (memory/agents/memory_mode.h): each
-// turn then reads only the history blocks its attention retrieves, so the conversation can grow
-// past the context; --show-recall prints what each turn recalled.
+// --memory NAME --memory-config JSON chooses the memory policy of a new agent
+// (memory/policy/policy_table.h), e.g. memart, whose turns read only the history blocks their
+// attention retrieves, so the conversation can grow past the context; each turn prints the
+// policy's account, and --show-recall the memory it recalled.
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
@@ -29,61 +30,56 @@ struct ChatOptions {
   int n_predict = 256;
   float temperature = 0.7f;
   int64_t seed = -1;
-  std::string memory = "full";  // for a new agent: full or retrieval
-  memory::MemArtConfig retrieval;
-  std::string strategy = "softmax-sum";
-  std::vector<std::string> retrieval_heads;  // "LAYER.HEAD" each
   bool show_recall = false;
 };
 
-// Creates the agent with the chosen memory when it does not exist yet; an existing agent keeps
-// the mode it was created with (said on stderr when it differs).
-Status PrepareAgent(memory::AgentRuntime& rt, const memory::store::AgentKey& key,
-                    const ChatOptions& o) {
-  KVMEM_ASSIGN_OR_RETURN(memory::MemoryMode mode, memory::ParseMemoryMode(o.memory));
+// An existing agent keeps the policy it was created with (said on stderr when it differs from
+// --memory); a new one gets --memory (the runtime's default) with its first turn.
+Status CheckAgentMemory(memory::AgentRuntime& rt, const memory::store::AgentKey& key) {
   auto existing = rt.Get(key);
   if (existing.ok()) {
-    if (existing->mode != mode) {
+    const memory::MemorySpec& wanted = rt.default_memory();
+    if (existing->policy != wanted.kind->name) {
       std::fprintf(stderr, "kvmem chat: agent '%s' exists with %s memory; --memory %s ignored\n",
-                   key.id.c_str(), memory::MemoryModeName(existing->mode), o.memory.c_str());
+                   key.id.c_str(), existing->policy.c_str(), wanted.kind->name.c_str());
     }
     return Status::Ok();
   }
-  if (existing.status().code() != ErrorCode::kNotFound) return existing.status();
-  if (mode == memory::MemoryMode::kFull) return Status::Ok();  // created by its first turn
-  memory::AgentMemory m;
-  m.mode = mode;
-  m.retrieval = o.retrieval;
-  KVMEM_ASSIGN_OR_RETURN(m.retrieval.strategy, memory::ParseStrategy(o.strategy));
-  for (const std::string& name : o.retrieval_heads) {
-    auto h = memory::ParseHeadRef(name);
-    if (!h.ok()) return h.status().WithContext("--retrieval-heads");
-    m.retrieval.retrieval_heads.push_back(*h);
-  }
-  return rt.CreateAgent(key, m);
+  return existing.status().code() == ErrorCode::kNotFound ? Status::Ok() : existing.status();
 }
 
-// What a retrieval turn read, on stderr: counts, and with --show-recall the blocks most layers
-// retrieved.
-void PrintRecall(const memory::RetrievalTurn& t, bool show_recall) {
-  std::fprintf(stderr,
-               "[retrieval: %lld history rows read of %lld (%zu blocks), %lld new tokens "
-               "prefilled, KV at decode %lld]\n",
-               static_cast<long long>(t.retrieved_rows), static_cast<long long>(t.history_tokens),
-               t.blocks.size(), static_cast<long long>(t.prefill_tokens),
-               static_cast<long long>(t.kv_len_decode));
+// The policy's account of a turn on stderr: its scalar fields, and with --show-recall the text
+// of what it recalled (report entries with a "text"), those read in the most layers first.
+void PrintReport(const memory::Json& report, bool show_recall) {
+  if (!report.is_object()) return;
+  std::string line;
+  for (const auto& [key, value] : report.items()) {
+    if (value.is_number() || value.is_string() || value.is_boolean()) {
+      line += (line.empty() ? "" : ", ") + key + " " +
+              (value.is_string() ? value.get<std::string>() : value.dump());
+    }
+  }
+  std::fprintf(stderr, "[memory: %s]\n", line.c_str());
   if (!show_recall) return;
-  std::vector<memory::RecalledBlock> top = t.blocks;
-  std::stable_sort(top.begin(), top.end(), [](const auto& a, const auto& b) {
-    return a.layers > b.layers;
-  });
-  top.resize(std::min<size_t>(top.size(), 8));
-  for (const memory::RecalledBlock& b : top) {
-    std::string text = b.text;
-    std::replace(text.begin(), text.end(), '\n', ' ');
-    std::fprintf(stderr, "  block %lld (tokens %lld-%lld, %d layers): %s\n",
-                 static_cast<long long>(b.block), static_cast<long long>(b.first_token),
-                 static_cast<long long>(b.first_token + b.n_tokens - 1), b.layers, text.c_str());
+  for (const auto& [key, value] : report.items()) {
+    if (!value.is_array()) continue;
+    std::vector<memory::Json> items;
+    for (const memory::Json& item : value) {
+      if (item.is_object() && item.contains("text") && item["text"].is_string()) {
+        items.push_back(item);
+      }
+    }
+    std::stable_sort(items.begin(), items.end(), [](const auto& a, const auto& b) {
+      return a.value("layers", 0) > b.value("layers", 0);
+    });
+    items.resize(std::min<size_t>(items.size(), 8));
+    for (const memory::Json& item : items) {
+      std::string text = item["text"].get<std::string>();
+      std::replace(text.begin(), text.end(), '\n', ' ');
+      memory::Json where = item;
+      where.erase("text");
+      std::fprintf(stderr, "  %s %s: %s\n", key.c_str(), where.dump().c_str(), text.c_str());
+    }
   }
 }
 
@@ -111,7 +107,7 @@ int Run(const ChatOptions& o) {
   const memory::store::AgentKey key{o.tenant, o.agent};
   Status valid = memory::store::ValidateAgentKey(key);
   if (!valid.ok()) return Fail(valid);
-  if (Status st = PrepareAgent(*env.runtime, key, o); !st.ok()) return Fail(st);
+  if (Status st = CheckAgentMemory(*env.runtime, key); !st.ok()) return Fail(st);
   std::fprintf(stderr,
                "kvmem chat: agent '%s' (%s) | /forget erases its memory, /exit or Ctrl-D ends\n",
                o.agent.c_str(), env.store ? env.store->AgentDir(key).c_str() : "not persisted");
@@ -162,7 +158,7 @@ int Run(const ChatOptions& o) {
                  static_cast<long long>(t.prompt.prompt_tokens), 1e3 * t.prompt.prefill_seconds,
                  static_cast<long long>(t.completion_tokens),
                  t.completion_tokens / std::max(t.decode_seconds, 1e-9), 1e3 * t.save_seconds);
-    if (t.retrieval) PrintRecall(*t.retrieval, o.show_recall);
+    PrintReport(t.memory_report, o.show_recall);
   }
   return 0;
 }
@@ -182,35 +178,8 @@ void AddChatCommand(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--temp", o->temperature, "temperature (0: greedy)")->capture_default_str();
   cmd->add_option("--seed", o->seed, "sampling seed");
-  cmd->add_option("--memory", o->memory,
-                  "memory of a new agent: full (its KV cache) or retrieval (MemArt blocks)")
-      ->check(CLI::IsMember({"full", "retrieval"}))
-      ->capture_default_str();
-  cmd->add_option("--block-size", o->retrieval.block_size, "retrieval: tokens per block (8/16/32)")
-      ->capture_default_str();
-  cmd->add_option("--top-k", o->retrieval.top_k, "retrieval: blocks read per layer")
-      ->capture_default_str();
-  cmd->add_option("--strategy", o->strategy,
-                  "retrieval: softmax-sum, softmax-max, rr-sum, rr-max (-centre and -exact "
-                  "variants too)")
-      ->capture_default_str();
-  cmd->add_option("--keep-first", o->retrieval.keep_first,
-                  "retrieval: first history tokens always read (a system prompt)");
-  cmd->add_option("--keep-last", o->retrieval.keep_last,
-                  "retrieval: most recent history tokens always read");
-  cmd->add_option("--neighbors", o->retrieval.neighbors,
-                  "retrieval: adjacent blocks each found block brings, within --top-k")
-      ->capture_default_str();
-  cmd->add_flag("--turn-bounded", o->retrieval.turn_bounded,
-                "retrieval: neighbours stay within the turns (chat messages) of the found block");
-  cmd->add_flag("--whole-turns", o->retrieval.whole_turns,
-                "retrieval: read the whole turns (chat messages) of the best blocks, as many as "
-                "fit in --top-k blocks' rows (needs --retrieval-heads, --neighbors 0)");
-  cmd->add_option("--retrieval-heads", o->retrieval_heads,
-                  "retrieval: LAYER.HEAD query heads that choose the blocks for every layer (find "
-                  "them with kvmem eval locomo --head-report)")
-      ->delimiter(',');
-  cmd->add_flag("--show-recall", o->show_recall, "retrieval: print the blocks each turn read");
+  AddMemoryOptions(cmd, &o->env, "a new agent");
+  cmd->add_flag("--show-recall", o->show_recall, "print the memory each turn recalled");
   cmd->callback([o] { throw CLI::RuntimeError(Run(*o)); });
 }
 

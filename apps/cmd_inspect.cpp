@@ -1,5 +1,5 @@
-// `kvmem inspect`: the agents the store holds for a model — tokens, bytes on disk, KV format,
-// last use — without loading any cache (manifests only).
+// `kvmem inspect`: the agents the store holds for a model — memory policy, tokens, bytes on
+// disk, KV format, last use — without loading any cache (manifests only).
 #include <cstdio>
 #include <ctime>
 #include <string>
@@ -8,6 +8,7 @@
 #include "agent_env.h"
 #include "common.h"
 #include "commands.h"
+#include "memory/policy/policy_table.h"
 #include "serve/engine_backend.h"
 
 namespace kvmem::app {
@@ -20,8 +21,9 @@ int Run(const AgentEnvOptions& o, bool json) {
   auto agents = (*env)->store->List();
   if (!agents.ok()) return Fail(agents.status());
   if (!json) {
-    std::printf("store %s\n%-16s %-24s %8s %12s %-10s %s\n", (*env)->store->model_dir().c_str(),
-                "tenant", "agent", "tokens", "bytes", "KV", "last use (UTC)");
+    std::printf("store %s\n%-16s %-24s %-8s %8s %12s %-10s %s\n",
+                (*env)->store->model_dir().c_str(), "tenant", "agent", "memory", "tokens", "bytes",
+                "KV", "last use (UTC)");
   }
   for (const memory::store::AgentInfo& a : *agents) {
     if (!a.status.ok()) {
@@ -33,16 +35,19 @@ int Run(const AgentEnvOptions& o, bool json) {
     const std::time_t t = static_cast<std::time_t>(a.last_use_unix_ms / 1000);
     if (a.last_use_unix_ms > 0) std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", std::gmtime(&t));
     const std::string fmt = serve::KvFormatLabel(a.formats);
+    const auto kind = memory::FindPolicyKind(a.memory.policy);
+    const std::string policy = kind.ok() ? (*kind)->name : a.memory.policy + "?";
     if (json) {
       std::printf(
-          "{\"tenant\":\"%s\",\"agent\":\"%s\",\"tokens\":%lld,\"bytes\":%llu,\"kv_format\":\"%s\","
-          "\"last_use_unix_ms\":%lld}\n",
-          a.key.tenant.c_str(), a.key.id.c_str(), static_cast<long long>(a.n_tokens),
+          "{\"tenant\":\"%s\",\"agent\":\"%s\",\"policy\":\"%s\",\"config\":%s,\"tokens\":%lld,"
+          "\"bytes\":%llu,\"kv_format\":\"%s\",\"last_use_unix_ms\":%lld}\n",
+          a.key.tenant.c_str(), a.key.id.c_str(), policy.c_str(), a.memory.config.dump().c_str(),
+          static_cast<long long>(a.n_tokens),
           static_cast<unsigned long long>(a.bytes_on_disk), fmt.c_str(),
           static_cast<long long>(a.last_use_unix_ms));
     } else {
-      std::printf("%-16s %-24s %8lld %12llu %-10s %s\n", a.key.tenant.c_str(), a.key.id.c_str(),
-                  static_cast<long long>(a.n_tokens),
+      std::printf("%-16s %-24s %-8s %8lld %12llu %-10s %s\n", a.key.tenant.c_str(),
+                  a.key.id.c_str(), policy.c_str(), static_cast<long long>(a.n_tokens),
                   static_cast<unsigned long long>(a.bytes_on_disk), fmt.c_str(), when);
     }
   }

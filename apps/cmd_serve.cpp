@@ -79,6 +79,7 @@ void AddServeCommand(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "serve", "OpenAI/Anthropic-compatible server; each agent's KV cache persists");
   AddAgentEnvOptions(cmd, &o->env);
+  AddMemoryOptions(cmd, &o->env, "agents a chat request creates (POST /v1/agents chooses its own)");
   cmd->add_option("--host", o->host, "address to bind")->capture_default_str();
   cmd->add_option("--port", o->port, "port (0: any free port)")->capture_default_str();
   cmd->add_option("--api-key", o->api_keys,

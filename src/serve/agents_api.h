@@ -1,15 +1,11 @@
 // kvmem's own endpoints over the agents' persisted memory, in OpenAI's list/object style:
-//   POST   /v1/agents        {"id", "memory": "full"|"retrieval", "retrieval": {"block_size",
-//                             "top_k", "strategy", "keep_first", "keep_last", "neighbors",
-//                             "turn_bounded": true|false, "whole_turns": true|false,
-//                             "heads": ["7.1", ...]}} → agent
+//   POST   /v1/agents        {"id", "memory": {"policy": NAME, "config": {...}}} → agent; the
+//                             shape before policies, {"id", "memory": "full" | "retrieval",
+//                             "retrieval": {settings}}, is read as policy and config too
 //   GET    /v1/agents        {"object":"list","data":[agent…]}
 //   GET    /v1/agents/{id}   {"id","object":"agent","tenant","cached_tokens","bytes","tier",
-//                             "kv_format","memory_mode","last_used_at"} and, for a retrieval
-//                             agent after a turn, "last_turn": {"history_tokens",
-//                             "retrieved_rows","prefill_tokens","kv_len_decode",
-//                             "scoring_tokens": [begin, end] (of the prefilled ones),
-//                             "blocks":[{"block","first_token","n_tokens","layers","text"}…]}
+//                             "kv_format","memory": {"policy", "config"},"last_used_at",
+//                             "last_turn": the policy's report of its latest turn, or null}
 //   DELETE /v1/agents/{id}   {"id","object":"agent.deleted","deleted":true}
 // Thread-safety: pure functions.
 #pragma once
@@ -23,8 +19,8 @@
 
 namespace kvmem::serve {
 
-// The POST body; InvalidArgument naming the field (unknown fields under "retrieval" included,
-// so a misspelt setting is not silently ignored).
+// The POST body's shape; InvalidArgument naming the field. The policy's config is the
+// backend's to validate (a misspelt setting is refused there, never silently ignored).
 Result<AgentCreateRequest> ParseAgentCreateRequest(std::string_view body);
 
 std::string AgentJson(const AgentInfo& agent);

@@ -1,11 +1,13 @@
 // The values that cross the seam between the HTTP API and the engine behind it (serve::Backend):
 // one generation request as the OpenAI and Anthropic dialects both reduce to it, its result, and
-// what an agent's persisted memory looks like from outside. No JSON and no HTTP here; the
-// dialect files (openai_api.h, anthropic_api.h) translate to and from these.
+// what an agent's persisted memory looks like from outside. No HTTP here; the dialect files
+// (openai_api.h, anthropic_api.h) translate to and from these. Memory-policy configs and reports
+// cross as JSON values: they are the policy's own (memory/policy/), opaque to the server.
 // Thread-safety: plain values.
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -54,9 +56,10 @@ struct GenerationRequest {
   SamplingParams sampling;
   // Generation ends before any of these strings; they are never part of the returned text.
   std::vector<std::string> stop;
-  // kvmem's extension, "retrieval_query" in either dialect: for a retrieval agent, the text in
-  // the new part of the prompt (say, the question inside an instruction) whose tokens alone pick
-  // the memory blocks it reads; unset: the whole new part. Full-memory agents ignore it.
+  // kvmem's extension, "retrieval_query" in either dialect: the focus span of the turn
+  // (memory::TurnInput::focus), the text in the new part of the prompt (say, the question
+  // inside an instruction) whose tokens alone score the agent's memory; unset: the policy's
+  // default. Policies that score nothing ignore it.
   std::optional<std::string> retrieval_query;
 };
 
@@ -94,35 +97,11 @@ struct GenerationResult {
   CacheTier tier = CacheTier::kMiss;
 };
 
-// A history block a retrieval agent's turn read: tokens [first_token, first_token + n_tokens)
-// of its memory, the text they spell, and in how many layers it was retrieved.
-struct RecalledBlock {
-  int64_t block = 0;
-  int64_t first_token = 0;
-  int64_t n_tokens = 0;
-  int layers = 0;
-  std::string text;
-};
-
-// What a retrieval agent's latest turn read and computed.
-struct RetrievalTurnInfo {
-  int64_t history_tokens = 0;  // in its memory when the turn began
-  int64_t retrieved_rows = 0;  // history rows placed before the new tokens, per layer
-  int64_t prefill_tokens = 0;  // tokens computed: what the prompt added
-  int64_t kv_len_decode = 0;   // rows the first generated token read
-  std::vector<RecalledBlock> blocks;
-  int64_t scoring_begin = 0, scoring_end = 0;  // the new tokens that scored the blocks
-};
-
-// POST /v1/agents: an agent created before its first turn, with its memory mode. Settings
-// left unset take the engine's defaults.
+// POST /v1/agents: an agent created before its first turn, with its memory policy.
 struct AgentCreateRequest {
   std::string id;
-  std::string memory_mode = "full";                                        // "full" or "retrieval"
-  std::optional<int> block_size, top_k, keep_first, keep_last, neighbors;  // retrieval
-  std::optional<bool> turn_bounded, whole_turns;                           // retrieval
-  std::optional<std::vector<std::string>> retrieval_heads;                 // "LAYER.HEAD" each
-  std::optional<std::string> strategy;                                     // retrieval
+  std::string policy;                               // empty: the server's default
+  nlohmann::json config = nlohmann::json::object();  // the policy's; validated by the backend
 };
 
 // An agent's persisted memory as the /v1/agents endpoints show it.
@@ -133,9 +112,10 @@ struct AgentInfo {
   int64_t bytes = 0;                  // bytes of those rows where they live now
   CacheTier tier = CacheTier::kWarm;  // kHot: resident in memory; kWarm: only in the store
   std::string kv_format;              // "f16", "q8_0", "q4_0", "kivi4", … (K/V: "q8_0/f16")
-  std::string memory_mode;     // the policy that manages it: "full", "memart", "epicache", …
+  std::string policy;                 // the memory policy: "full", "memart", "h2o", …
+  nlohmann::json config = nlohmann::json::object();  // its config, as parsed
   int64_t last_used_unix = 0;  // seconds since the epoch; 0 = never
-  std::optional<RetrievalTurnInfo> last_turn;  // retrieval agents, once a turn ran
+  nlohmann::json last_turn;    // the policy's report of the latest turn since loaded; null
 };
 
 struct ModelInfo {

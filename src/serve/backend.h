@@ -58,8 +58,9 @@ class Backend {
   virtual Result<GenerationResult> Generate(const GenerationRequest& request,
                                             GenerationSink* sink) = 0;
 
-  // Creates the agent with the requested memory mode (validated by the server's parser; the
-  // backend checks the settings' values). FailedPrecondition if it exists.
+  // Creates the agent with the requested memory policy (the server parsed the request's shape;
+  // the backend validates the policy and its config: InvalidArgument listing the valid ones).
+  // FailedPrecondition if it exists.
   virtual Result<AgentInfo> CreateAgent(const std::string& tenant,
                                         const AgentCreateRequest& request) = 0;
   // The tenant's agents with persisted memory, in any order.
@@ -69,6 +70,10 @@ class Backend {
   // Forgets the agent: its cache in memory and in the store. NotFound if there is none. Waits
   // for (or rejects) a generation of that agent in progress: that choice is the backend's.
   virtual Status DeleteAgent(const std::string& tenant, const std::string& id) = 0;
+
+  // GET /v1/policies: every memory policy with its description, config fields (defaults,
+  // bounds) and presets for the served model.
+  virtual nlohmann::ordered_json Policies() const = 0;
 
   virtual ModelInfo model() const = 0;
   // Gauges for /metrics; called on every scrape, so cheap.

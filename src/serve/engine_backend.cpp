@@ -32,44 +32,11 @@ AgentInfo ToAgentInfo(const memory::AgentStatus& s) {
   a.bytes = s.bytes;
   a.tier = s.tier == memory::Tier::kHot ? CacheTier::kHot : CacheTier::kWarm;
   a.kv_format = KvFormatLabel(s.formats);
-  a.memory_mode = memory::MemoryModeName(s.mode);
+  a.policy = s.policy;
+  a.config = s.config;
   a.last_used_unix = s.last_use_unix_ms / 1000;
-  if (s.last_turn) {
-    const memory::RetrievalTurn& t = *s.last_turn;
-    RetrievalTurnInfo info{t.history_tokens, t.retrieved_rows, t.prefill_tokens, t.kv_len_decode,
-                           {},               t.scoring_begin,  t.scoring_end};
-    for (const memory::RecalledBlock& b : t.blocks) {
-      info.blocks.push_back({b.block, b.first_token, b.n_tokens, b.layers, b.text});
-    }
-    a.last_turn = std::move(info);
-  }
+  a.last_turn = s.last_turn;
   return a;
-}
-
-// The request's memory over the engine's defaults (memory::MemArtConfig).
-Result<memory::AgentMemory> ToAgentMemory(const AgentCreateRequest& r) {
-  memory::AgentMemory m;
-  KVMEM_ASSIGN_OR_RETURN(m.mode, memory::ParseMemoryMode(r.memory_mode));
-  memory::MemArtConfig& c = m.retrieval;
-  if (r.block_size) c.block_size = *r.block_size;
-  if (r.top_k) c.top_k = *r.top_k;
-  if (r.keep_first) c.keep_first = *r.keep_first;
-  if (r.keep_last) c.keep_last = *r.keep_last;
-  if (r.neighbors) c.neighbors = *r.neighbors;
-  if (r.turn_bounded) c.turn_bounded = *r.turn_bounded;
-  if (r.whole_turns) c.whole_turns = *r.whole_turns;
-  for (const std::string& name : r.retrieval_heads.value_or(std::vector<std::string>{})) {
-    auto h = memory::ParseHeadRef(name);
-    if (!h.ok()) return InvalidArgument("'retrieval.heads': " + h.status().message());
-    c.retrieval_heads.push_back(*h);
-  }
-  if (r.strategy) {
-    auto s = memory::ParseStrategy(*r.strategy);
-    if (!s.ok()) return InvalidArgument("'retrieval.strategy': " + s.status().message());
-    c.strategy = *s;
-  }
-  KVMEM_RETURN_IF_ERROR(memory::ValidateAgentMemory(m));
-  return m;
 }
 
 engine::SamplerConfig ToSampler(const SamplingParams& p) {
@@ -132,7 +99,7 @@ Result<GenerationResult> EngineBackend::Generate(const GenerationRequest& reques
   memory::TurnParams params;
   params.sampler = ToSampler(request.sampling);
   params.stop = request.stop;
-  params.retrieval_query = request.retrieval_query.value_or("");
+  params.focus = request.retrieval_query.value_or("");
   params.max_tokens = request.max_tokens ? *request.max_tokens
                                          : static_cast<int>(runtime_->n_ctx());
   memory::TurnCallbacks cb;
@@ -154,7 +121,14 @@ Result<GenerationResult> EngineBackend::Generate(const GenerationRequest& reques
 
 Result<AgentInfo> EngineBackend::CreateAgent(const std::string& tenant,
                                              const AgentCreateRequest& request) {
-  KVMEM_ASSIGN_OR_RETURN(memory::AgentMemory memory, ToAgentMemory(request));
+  const memory::MemorySpec& fallback = runtime_->default_memory();
+  KVMEM_ASSIGN_OR_RETURN(
+      memory::MemorySpec memory,
+      request.policy.empty()
+          ? runtime_->ValidateMemory(fallback.kind->name, request.config.empty()
+                                                              ? fallback.config
+                                                              : request.config)
+          : runtime_->ValidateMemory(request.policy, request.config));
   KVMEM_RETURN_IF_ERROR(runtime_->CreateAgent({tenant, request.id}, memory));
   return GetAgent(tenant, request.id);
 }
@@ -174,6 +148,8 @@ Result<AgentInfo> EngineBackend::GetAgent(const std::string& tenant, const std::
 Status EngineBackend::DeleteAgent(const std::string& tenant, const std::string& id) {
   return runtime_->Delete({tenant, id});
 }
+
+nlohmann::ordered_json EngineBackend::Policies() const { return runtime_->DescribePolicies(); }
 
 BackendStats EngineBackend::stats() const {
   const memory::RuntimeStats s = runtime_->stats();

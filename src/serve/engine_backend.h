@@ -30,6 +30,7 @@ class EngineBackend : public Backend {
   Result<AgentInfo> GetAgent(const std::string& tenant, const std::string& id) override;
   Status DeleteAgent(const std::string& tenant, const std::string& id) override;
   ModelInfo model() const override { return model_; }
+  nlohmann::ordered_json Policies() const override;
   BackendStats stats() const override;
 
   // The prompt text of a request: the chat template applied to its messages (opening the

@@ -29,7 +29,8 @@ Dialect DialectOfPath(std::string_view path) {
 // clients send.
 std::string EndpointLabel(std::string_view path) {
   for (std::string_view route : {"/v1/chat/completions", "/v1/completions", "/v1/messages",
-                                 "/v1/models", "/v1/agents", "/health", "/metrics"}) {
+                                 "/v1/models", "/v1/agents", "/v1/policies", "/health",
+                                 "/metrics"}) {
     if (path == route) return std::string(route);
   }
   if (path.starts_with("/v1/agents/")) return "/v1/agents/{id}";
@@ -112,6 +113,10 @@ class HttpServer::Handlers {
                }
                SendJson(res, req.has_header("anthropic-version") ? AnthropicModel(model)
                                                                  : OpenAiModel(model));
+             }));
+    http.Get("/v1/policies", NoBody(kKey, [this](auto&, auto& res, auto&, auto) {
+               SendJson(res, s_->backend_->Policies().dump(
+                                 -1, ' ', false, nlohmann::ordered_json::error_handler_t::replace));
              }));
     http.Post("/v1/agents", WithBody(kKey, [this](auto&, auto& res, auto& tenant, auto body) {
                 auto request = ParseAgentCreateRequest(body);
@@ -280,6 +285,7 @@ class HttpServer::Handlers {
         {"/v1/models", true, false, false},
         {"/v1/models/(.+)", true, false, false},
         {"/v1/agents", true, true, false},
+        {"/v1/policies", true, false, false},
         {"/v1/agents/([^/]+)", true, false, true},
         {"/health", true, false, false},
         {"/metrics", true, false, false},

@@ -48,10 +48,10 @@ class AgentRuntimeFixture : public ::testing::Test {
 
   // A greedy turn; the reply text goes to *reply.
   TurnResult Turn(AgentRuntime& rt, const store::AgentKey* key, const std::string& text,
-                  std::string* reply, int max_tokens = 6, const std::string& retrieval_query = "") {
+                  std::string* reply, int max_tokens = 6, const std::string& focus = "") {
     TurnParams p;
     p.max_tokens = max_tokens;
-    p.retrieval_query = retrieval_query;
+    p.focus = focus;
     p.sampler.temperature = 0;
     TurnCallbacks cb;
     reply->clear();

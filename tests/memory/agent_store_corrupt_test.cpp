@@ -321,46 +321,17 @@ TEST_F(CorruptStoreTest, ManifestTampering) {
       {"memory mode", [](Json& j) { j["memory"] = {{"mode", "episodic"}}; }, ErrorCode::kCorrupt,
        "field 'memory.mode' is 'episodic', expected 'full' or 'retrieval'"},
       {"memory type", [](Json& j) { j["memory"] = 3; }, ErrorCode::kCorrupt, "'memory'"},
-      {"memory top_k",
-       [](Json& j) {
-         j["memory"] = {{"mode", "retrieval"}, {"block_size", 16}, {"top_k", -1},
-                        {"strategy", "rr-max"}, {"keep_first", 0}, {"keep_last", 0}};
-       },
-       ErrorCode::kCorrupt, "'memory.top_k' = -1 is outside"},
-      {"memory strategy",
-       [](Json& j) {
-         j["memory"] = {{"mode", "retrieval"}, {"block_size", 16}, {"top_k", 4},
-                        {"keep_first", 0}, {"keep_last", 0}};
-       },
-       ErrorCode::kCorrupt, "'memory.strategy' is missing"},
-      {"memory neighbors",
-       [](Json& j) {
-         j["memory"] = {{"mode", "retrieval"},  {"block_size", 16}, {"top_k", 4},
-                        {"strategy", "rr-max"}, {"keep_first", 0},  {"keep_last", 0},
-                        {"neighbors", -2}};
-       },
-       ErrorCode::kCorrupt, "'memory.neighbors' = -2 is outside"},
-      {"memory turn_bounded",
-       [](Json& j) {
-         j["memory"] = {{"mode", "retrieval"},  {"block_size", 16}, {"top_k", 4},
-                        {"strategy", "rr-max"}, {"keep_first", 0},  {"keep_last", 0},
-                        {"turn_bounded", "yes"}};
-       },
-       ErrorCode::kCorrupt, "'memory.turn_bounded' is not a boolean"},
-      {"memory whole_turns",
-       [](Json& j) {
-         j["memory"] = {{"mode", "retrieval"},  {"block_size", 16}, {"top_k", 4},
-                        {"strategy", "rr-max"}, {"keep_first", 0},  {"keep_last", 0},
-                        {"whole_turns", 1}};
-       },
-       ErrorCode::kCorrupt, "'memory.whole_turns' is not a boolean"},
-      {"memory retrieval_heads",
-       [](Json& j) {
-         j["memory"] = {{"mode", "retrieval"},          {"block_size", 16}, {"top_k", 4},
-                        {"strategy", "rr-max"},         {"keep_first", 0},  {"keep_last", 0},
-                        {"retrieval_heads", {"7.1", 5}}};
-       },
-       ErrorCode::kCorrupt, "'memory.retrieval_heads[1]' is not a string"},
+      {"memory policy name",
+       [](Json& j) { j["memory"] = {{"policy", "../etc"}, {"config", Json::object()}}; },
+       ErrorCode::kCorrupt, "field 'memory.policy' is '../etc'"},
+      {"memory policy type", [](Json& j) { j["memory"] = {{"policy", 7}}; }, ErrorCode::kCorrupt,
+       "'memory.policy'"},
+      {"memory config type",
+       [](Json& j) { j["memory"] = {{"policy", "full"}, {"config", {1, 2}}}; },
+       ErrorCode::kCorrupt, "'memory.config'"},
+      {"memory state type",
+       [](Json& j) { j["memory"] = {{"policy", "h2o"}, {"config", Json::object()}, {"state", "x"}}; },
+       ErrorCode::kCorrupt, "'memory.state'"},
       {"swapped blocks",
        [](Json& j) {
          for (const char* k : {"file", "xxh3_128", "bytes"})
@@ -379,19 +350,19 @@ TEST_F(CorruptStoreTest, ManifestTampering) {
   ExpectLoadError(ErrorCode::kCorrupt, "nests deeper");
   RestoreManifest();
   EXPECT_TRUE(Load().ok());
-  // A retrieval policy written before "neighbors", "turn_bounded" and "whole_turns" existed
-  // reads as 0, false, false.
+  // A manifest written before the policy seam reads as its mode, settings as config, legacy
+  // (the policy table upgrades it: memory/policy_table_test.cpp).
   EditManifest([](Json& j) {
     j["memory"] = {{"mode", "retrieval"},  {"block_size", 16}, {"top_k", 4},
                    {"strategy", "rr-max"}, {"keep_first", 0},  {"keep_last", 0}};
   });
-  Result<MemoryPolicy> old = store_->ReadMemoryPolicy(kKey);
+  Result<MemoryRecord> old = store_->ReadMemory(kKey);
   ASSERT_TRUE(old.ok()) << old.status().ToString();
-  EXPECT_EQ(old->top_k, 4);
-  EXPECT_EQ(old->neighbors, 0);
-  EXPECT_FALSE(old->turn_bounded);
-  EXPECT_FALSE(old->whole_turns);
-  EXPECT_TRUE(old->retrieval_heads.empty());
+  EXPECT_TRUE(old->legacy);
+  EXPECT_EQ(old->policy, "retrieval");
+  EXPECT_EQ(old->config, (Json{{"block_size", 16}, {"top_k", 4}, {"strategy", "rr-max"},
+                               {"keep_first", 0}, {"keep_last", 0}}));
+  EXPECT_TRUE(Load().ok());
   RestoreManifest();
 }
 

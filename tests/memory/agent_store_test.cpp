@@ -85,24 +85,28 @@ TEST(AgentStoreTest, MemoryPolicyRoundTrips) {
   kv::KvPool pool(Geometry(), 8, {});
   kv::KvSequence seq(&pool);
   AppendRandomRows(&seq, 20, 0, &rng);
-  const MemoryPolicy policy{"retrieval", 8,    5,    "rr-max-centre", 16, 32,
-                            2,           true, true, {"1.0", "0.3"}};
+  MemoryRecord policy;
+  policy.policy = "memart";
+  policy.config = {{"top_k", 5}, {"heads", {"1.0", "0.3"}}, {"strategy", "rr-max"}};
+  policy.state = {{"scores", "AAAA"}, {"evicted", {{1, 2}, {}}}};
   const AgentKey key{"acme", "recall"}, plain{"acme", "plain"};
   ASSERT_TRUE(store.Save(key, seq, Tokens(20), "text", {}, policy).ok());
   ASSERT_TRUE(store.Save(plain, seq, Tokens(20), "text").ok());
-  EXPECT_EQ(Manifest(store, plain).memory, MemoryPolicy{});
+  EXPECT_EQ(Manifest(store, plain).memory, MemoryRecord{});
   EXPECT_EQ(Manifest(store, key).memory, policy);
 
-  Result<MemoryPolicy> read = store.ReadMemoryPolicy(key);
+  Result<MemoryRecord> read = store.ReadMemory(key);
   ASSERT_TRUE(read.ok()) << read.status().ToString();
   EXPECT_EQ(*read, policy);
-  EXPECT_EQ(store.ReadMemoryPolicy(plain)->mode, "full");
-  EXPECT_EQ(store.ReadMemoryPolicy({"acme", "nobody"}).status().code(), ErrorCode::kNotFound);
+  EXPECT_EQ(store.ReadMemory(plain)->policy, "full");
+  EXPECT_EQ(store.ReadMemory({"acme", "nobody"}).status().code(), ErrorCode::kNotFound);
   auto listed = store.List();
   ASSERT_TRUE(listed.ok());
   ASSERT_EQ(listed->size(), 2u);
-  EXPECT_EQ((*listed)[0].memory_mode, "full");  // sorted by id: plain, recall
-  EXPECT_EQ((*listed)[1].memory_mode, "retrieval");
+  EXPECT_EQ((*listed)[0].memory.policy, "full");  // sorted by id: plain, recall
+  EXPECT_EQ((*listed)[1].memory.policy, "memart");
+  EXPECT_EQ((*listed)[1].memory.config, policy.config);
+  EXPECT_TRUE((*listed)[1].memory.state.empty());  // listings leave the state out
   kv::KvPool dst_pool(Geometry(), 8, {});
   kv::KvSequence dst(&dst_pool);
   AgentRecord rec;

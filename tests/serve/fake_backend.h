@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "engine/stop_strings.h"
+#include "memory/policy/policy_table.h"
 #include "serve/backend.h"
 
 namespace kvmem::serve::testing {
@@ -108,16 +109,18 @@ class FakeBackend : public Backend {
     if (!request.agent.id.empty()) {
       std::lock_guard<std::mutex> lock(mu_);
       Agent& a = agents_[key];
-      const std::string mode = a.info.memory_mode.empty() ? "full" : a.info.memory_mode;
+      const std::string policy = a.info.policy.empty() ? "full" : a.info.policy;
+      const nlohmann::json config = a.info.config;
       a.info = AgentInfo{.id = request.agent.id,
                          .tenant = request.agent.tenant,
                          .cached_tokens = static_cast<int64_t>(rendered.size() + reply.size()),
                          .bytes = static_cast<int64_t>(rendered.size() + reply.size()) * 64,
                          .tier = CacheTier::kHot,
                          .kv_format = "f16",
-                         .memory_mode = mode,
+                         .policy = policy,
+                         .config = config,
                          .last_used_unix = 1700000000,
-                         .last_turn = std::nullopt};
+                         .last_turn = nlohmann::json{{"prefill_tokens", rendered.size()}}};
       a.memory = rendered + reply;
     }
     return result;
@@ -128,15 +131,21 @@ class FakeBackend : public Backend {
     std::lock_guard<std::mutex> lock(mu_);
     const std::string key = tenant + "/" + request.id;
     if (agents_.count(key) != 0) return FailedPrecondition("agent '" + request.id + "' exists");
+    // The real table validates, as the engine's backend does (no model: heads go unchecked).
+    const memory::PolicyEnv env;
+    auto spec = request.policy.empty() ? memory::ParseMemorySpec(env, "full", request.config)
+                                       : memory::ParseMemorySpec(env, request.policy, request.config);
+    if (!spec.ok()) return spec.status();
     last_create_ = request;
     Agent& a = agents_[key];
     a.info = AgentInfo{.id = request.id,
                        .tenant = tenant,
                        .tier = CacheTier::kHot,
                        .kv_format = "f16",
-                       .memory_mode = request.memory_mode,
+                       .policy = spec->kind->name,
+                       .config = spec->config,
                        .last_used_unix = 0,
-                       .last_turn = std::nullopt};
+                       .last_turn = nullptr};
     return a.info;
   }
 
@@ -166,6 +175,10 @@ class FakeBackend : public Backend {
     std::lock_guard<std::mutex> lock(mu_);
     if (agents_.erase(tenant + "/" + id) == 0) return NotFound("no agent '" + id + "'");
     return Status::Ok();
+  }
+
+  nlohmann::ordered_json Policies() const override {
+    return memory::DescribePolicies(memory::PolicyEnv{});
   }
 
   ModelInfo model() const override {

@@ -209,7 +209,8 @@ TEST(HttpServer, AgentsListGetDelete) {
   EXPECT_EQ(a["object"], "agent");
   EXPECT_EQ(a["tier"], "hot");
   EXPECT_EQ(a["kv_format"], "f16");
-  EXPECT_EQ(a["memory_mode"], "full");
+  EXPECT_EQ(a["memory"], Json::parse(R"({"policy":"full","config":{}})"));
+  EXPECT_GT(a["last_turn"]["prefill_tokens"].get<int>(), 0);  // the backend's report
   EXPECT_GT(a["cached_tokens"].get<int>(), 0);
   EXPECT_GT(a["bytes"].get<int>(), 0);
   EXPECT_EQ(a["last_used_at"], 1700000000);
@@ -229,51 +230,58 @@ TEST(HttpServer, AgentsListGetDelete) {
   EXPECT_EQ(bad->status, 400);
 }
 
-TEST(HttpServer, AgentsCreateWithAMemoryMode) {
+TEST(HttpServer, AgentsCreateWithAMemoryPolicy) {
   ServerFixture f;
-  auto made = f.Post("/v1/agents", R"({"id":"rae","memory":"retrieval",
-      "retrieval":{"top_k":8,"block_size":32,"strategy":"rr-max","keep_last":64,"neighbors":1,
-                   "turn_bounded":true,"whole_turns":false,"heads":["1.0","0.2"]}})");
+  auto made = f.Post("/v1/agents", R"({"id":"rae","memory":{"policy":"memart",
+      "config":{"top_k":8,"block_size":32,"strategy":"rr-max","keep_last":64,"neighbors":1,
+                "heads":["1.0","0.2"]}}})");
   ASSERT_TRUE(made);
-  EXPECT_EQ(made->status, 200);
-  EXPECT_EQ(ParseJson(made->body)["memory_mode"], "retrieval");
+  EXPECT_EQ(made->status, 200) << made->body;
+  const Json m = ParseJson(made->body)["memory"];
+  EXPECT_EQ(m["policy"], "memart");
+  EXPECT_EQ(m["config"]["top_k"], 8);
+  EXPECT_EQ(m["config"]["keep_first"], 0);  // defaults filled in by the policy's parser
+  EXPECT_EQ(m["config"]["heads"], Json::parse(R"(["1.0","0.2"])"));
   const std::optional<AgentCreateRequest> r = f.backend().last_create();
   ASSERT_TRUE(r);
   EXPECT_EQ(r->id, "rae");
-  EXPECT_EQ(r->memory_mode, "retrieval");
-  EXPECT_EQ(r->top_k, 8);
-  EXPECT_EQ(r->block_size, 32);
-  EXPECT_EQ(r->strategy, "rr-max");
-  EXPECT_EQ(r->keep_last, 64);
-  EXPECT_EQ(r->neighbors, 1);
-  EXPECT_EQ(r->turn_bounded, true);
-  EXPECT_EQ(r->whole_turns, false);
-  EXPECT_EQ(r->retrieval_heads, (std::vector<std::string>{"1.0", "0.2"}));
-  EXPECT_FALSE(r->keep_first);
-  EXPECT_EQ(ParseJson(f.Get("/v1/agents/rae")->body)["memory_mode"], "retrieval");
-  // A turn keeps the mode; creating it again conflicts.
+  EXPECT_EQ(r->policy, "memart");
+  EXPECT_EQ(r->config["block_size"], 32);
+  EXPECT_EQ(ParseJson(f.Get("/v1/agents/rae")->body)["memory"], m);
+  // A turn keeps the policy; creating it again conflicts.
   ASSERT_EQ(f.Post("/v1/chat/completions", ChatBody("x", {{"user", "rae"}}))->status, 200);
-  EXPECT_EQ(ParseJson(f.Get("/v1/agents/rae")->body)["memory_mode"], "retrieval");
+  EXPECT_EQ(ParseJson(f.Get("/v1/agents/rae")->body)["memory"], m);
   EXPECT_EQ(f.Post("/v1/agents", R"({"id":"rae"})")->status, 409);
-  // The default mode is full.
+  // The default is the server's (full here); the shape before policies still works.
   ASSERT_EQ(f.Post("/v1/agents", R"({"id":"fay"})")->status, 200);
-  EXPECT_EQ(f.backend().last_create()->memory_mode, "full");
+  EXPECT_EQ(f.backend().last_create()->policy, "");
+  EXPECT_EQ(ParseJson(f.Get("/v1/agents/fay")->body)["memory"]["policy"], "full");
+  auto old = f.Post("/v1/agents", R"({"id":"ola","memory":"retrieval",
+      "retrieval":{"top_k":4,"heads":["7.1"]}})");
+  ASSERT_EQ(old->status, 200) << old->body;
+  EXPECT_EQ(ParseJson(old->body)["memory"]["policy"], "memart");
+  EXPECT_EQ(ParseJson(old->body)["memory"]["config"]["top_k"], 4);
 
   const std::pair<const char*, const char*> bad[] = {
       {R"({"memory":"retrieval"})", "'id': required"},
       {R"({"id":"a b"})", "id"},
-      {R"({"id":"x","memory":"episodic"})", "'memory'"},
+      {R"({"id":"x","memory":"episodic"})", "unknown memory policy 'episodic' (policies: none, full, memart, h2o)"},
+      {R"({"id":"x","memory":{"policy":"nope"}})", "policies: none, full, memart, h2o"},
+      {R"({"id":"x","memory":{"config":{}}})", "'memory.policy'"},
+      {R"({"id":"x","memory":{"policy":"h2o","budget":4}})", "'memory.budget'"},
+      {R"({"id":"x","memory":{"policy":"h2o","config":[]}})", "'memory.config'"},
+      {R"({"id":"x","memory":{"policy":"h2o","config":{"budget":0}}})", "'budget' must be an integer in [1, 1048576]"},
+      {R"({"id":"x","memory":{"policy":"full","config":{"top_k":4}}})", "unknown field 'top_k'"},
+      {R"({"id":"x","memory":{"policy":"memart"},"retrieval":{}})", "'retrieval'"},
       {R"({"id":"x","memory":"full","retrieval":{"top_k":4}})", "'retrieval'"},
-      {R"({"id":"x","memory":"retrieval","retrieval":{"topk":4}})", "'retrieval.topk'"},
-      {R"({"id":"x","memory":"retrieval","retrieval":{"top_k":0}})", "'retrieval.top_k'"},
-      {R"({"id":"x","memory":"retrieval","retrieval":{"top_k":"8"}})", "'retrieval.top_k'"},
-      {R"({"id":"x","memory":"retrieval","retrieval":{"neighbors":9}})", "'retrieval.neighbors'"},
-      {R"({"id":"x","memory":"retrieval","retrieval":{"turn_bounded":1}})",
-       "'retrieval.turn_bounded'"},
-      {R"({"id":"x","memory":"retrieval","retrieval":{"whole_turns":"yes"}})",
-       "'retrieval.whole_turns'"},
-      {R"({"id":"x","memory":"retrieval","retrieval":{"heads":"7.1"}})", "'retrieval.heads'"},
-      {R"({"id":"x","memory":"retrieval","retrieval":{"heads":[7.1]}})", "'retrieval.heads'"},
+      {R"({"id":"x","memory":"retrieval","retrieval":{"topk":4}})", "unknown field 'topk'"},
+      {R"({"id":"x","memory":"retrieval","retrieval":{"top_k":0}})", "'top_k'"},
+      {R"({"id":"x","memory":"retrieval","retrieval":{"top_k":"8"}})", "'top_k'"},
+      {R"({"id":"x","memory":"retrieval","retrieval":{"neighbors":99}})", "'neighbors'"},
+      {R"({"id":"x","memory":"retrieval","retrieval":{"whole_turns":true}})",
+       "unknown field 'whole_turns'"},
+      {R"({"id":"x","memory":"retrieval","retrieval":{"heads":"7.1"}})", "'heads'"},
+      {R"({"id":"x","memory":"retrieval","retrieval":{"heads":[7.1]}})", "'heads'"},
       {R"({"id":"x","memory":"retrieval","retrieval":[]})", "'retrieval'"},
       {R"([1])", ""},
   };
@@ -285,6 +293,28 @@ TEST(HttpServer, AgentsCreateWithAMemoryMode) {
               std::string::npos)
         << body << " -> " << res->body;
   }
+}
+
+// GET /v1/policies: every row of the policy table with its config's defaults and bounds.
+TEST(HttpServer, PoliciesListEveryPolicyWithItsConfig) {
+  ServerFixture f;
+  auto res = f.Get("/v1/policies");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  const Json j = ParseJson(res->body);
+  EXPECT_EQ(j["object"], "list");
+  std::vector<std::string> names;
+  for (const Json& p : j["data"]) names.push_back(p["name"]);
+  EXPECT_EQ(names, (std::vector<std::string>{"none", "full", "memart", "h2o"}));
+  const Json& memart = j["data"][2];
+  EXPECT_EQ(memart["aliases"], Json::parse(R"(["retrieval"])"));
+  EXPECT_EQ(memart["config"]["top_k"]["default"], 32);
+  EXPECT_EQ(memart["config"]["top_k"]["min"], 1);
+  EXPECT_EQ(memart["config"]["top_k"]["max"], 4096);
+  EXPECT_EQ(memart["config"]["block_size"]["type"], "integer");
+  EXPECT_EQ(j["data"][3]["config"]["recent_ratio"]["default"], 0.5);
+  EXPECT_FALSE(j["data"][1]["description"].get<std::string>().empty());
+  EXPECT_EQ(f.Post("/v1/policies", "{}")->status, 405);
 }
 
 // kvmem's retrieval_query extension reaches the backend from either dialect; it must be a
@@ -309,18 +339,16 @@ TEST(HttpServer, RetrievalQueryIsPassedOnFromBothDialects) {
   }
 }
 
-TEST(HttpServer, AgentJsonShowsTheLastRetrievalTurn) {
+TEST(HttpServer, AgentJsonShowsThePolicysReportOfTheLastTurn) {
   AgentInfo a;
   a.id = "rae";
-  a.memory_mode = "retrieval";
-  a.last_turn = RetrievalTurnInfo{40, 16, 5, 21, {{1, 16, 16, 30, "the blue door"}}};
+  a.policy = "memart";
+  a.last_turn = Json::parse(R"({"retrieved_rows":16,"blocks":[{"block":1,"text":"the door"}]})");
   const Json j = ParseJson(AgentJson(a));
-  EXPECT_EQ(j["last_turn"], Json::parse(R"({"history_tokens":40,"retrieved_rows":16,
-      "prefill_tokens":5,"kv_len_decode":21,"scoring_tokens":[0,0],"blocks":[{"block":1,
-      "first_token":16,
-      "n_tokens":16,"layers":30,"text":"the blue door"}]})"));
-  a.last_turn.reset();
-  EXPECT_FALSE(ParseJson(AgentJson(a)).contains("last_turn"));
+  EXPECT_EQ(j["last_turn"], a.last_turn);
+  EXPECT_EQ(j["memory"]["policy"], "memart");
+  a.last_turn = nullptr;
+  EXPECT_TRUE(ParseJson(AgentJson(a))["last_turn"].is_null());
 }
 
 TEST(HttpServer, AuthAndTenants) {

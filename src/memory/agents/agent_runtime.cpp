@@ -67,6 +67,17 @@ AgentRuntime::AgentRuntime(const model::Model& model, const tokenizer::Tokenizer
     : model_(model), tok_(tok), threads_(threads), store_(store), options_(options) {
   const int64_t train = model.spec().n_ctx_train;
   n_ctx_ = options_.n_ctx > 0 ? std::min<int64_t>(options_.n_ctx, train) : train;
+  env_.model = &model_;
+  env_.tok = &tok_;
+  env_.threads = threads_;
+  env_.compute_mu = &compute_mu_;
+  env_.n_ctx = n_ctx_;
+  env_.max_batch = options_.max_batch;
+  env_.min_diverge_ratio = options_.min_diverge_ratio;
+  env_.max_history_tokens = options_.max_history_tokens;
+  env_.model_fingerprint = options_.model_fingerprint;
+  env_.presets_dir = options_.presets_dir;
+  default_memory_ = *ParseMemorySpec(env_, "full", Json::object());
   const kv::KvPool probe(model.kv_geometry(options_.block_rows), 0, options_.formats);
   chunks_ = std::make_unique<kv::LayerChunks>(probe.layer_bytes(), options_.hot_budget_bytes);
 }
@@ -83,10 +94,14 @@ Status AgentRuntime::Warmup() {
   return engine::Forward(model_, threads_, &seq, one, 0, false, &logits);
 }
 
-std::string_view AgentRuntime::Piece(int32_t id) const {
-  // A BOS the tokenizer adds is not spelled in the rendered text.
-  if (id == tok_.bos_id() && tok_.add_bos()) return {};
-  return tok_.TokenToPiece(id, /*render_special=*/true);
+Result<MemorySpec> AgentRuntime::ValidateMemory(std::string_view policy,
+                                                const Json& config) const {
+  return ParseMemorySpec(env_, policy, config);
+}
+
+Status AgentRuntime::SetDefaultMemory(std::string_view policy, const Json& config) {
+  KVMEM_ASSIGN_OR_RETURN(default_memory_, ValidateMemory(policy, config));
+  return Status::Ok();
 }
 
 std::shared_ptr<AgentRuntime::Slot> AgentRuntime::GetSlot(const store::AgentKey& key) {
@@ -99,140 +114,95 @@ std::shared_ptr<AgentRuntime::Slot> AgentRuntime::GetSlot(const store::AgentKey&
   return s;
 }
 
-Result<Tier> AgentRuntime::Acquire(const store::AgentKey* key, Slot& slot, double* load_seconds) {
-  if (slot.pool) {
-    const Tier t = slot.tokens.empty() ? Tier::kMiss : slot.arrival;
-    slot.arrival = Tier::kHot;
-    return t;
-  }
-  const bool stored = key != nullptr && store_ != nullptr && store_->Contains(*key);
-  if (stored) {
-    // A manifest that cannot be read is handled with the cache below (as a full agent's).
-    Result<store::MemoryPolicy> policy = store_->ReadMemoryPolicy(*key);
-    if (policy.ok()) {
-      Result<AgentMemory> memory = FromPolicy(*policy);
-      if (!memory.ok()) return memory.status().WithContext("agent " + SlotName(*key));
-      std::lock_guard<std::mutex> l(slot.mu);  // List reads it
-      slot.memory = *memory;
-    }
-  }
-  const bool retrieval = slot.memory.mode == MemoryMode::kRetrieval;
+Status AgentRuntime::CreateMemory(Slot& slot) {
   const int block = options_.block_rows;
-  // Retrieval: the history and one context of working rows, each with a partial block.
-  const int64_t rows = retrieval ? options_.max_history_tokens + n_ctx_ + 2 * block : n_ctx_;
+  const int64_t rows = slot.spec.kind->rows_needed(env_, slot.spec.config);
   slot.pool = std::make_unique<kv::KvPool>(model_.kv_geometry(block),
                                            static_cast<int>((rows + block - 1) / block),
                                            options_.formats, chunks_.get());
-  slot.seq = std::make_unique<kv::KvSequence>(slot.pool.get());
-  slot.tokens.clear();
-  slot.text.clear();
-  slot.token_ends.clear();
+  Result<std::unique_ptr<MemoryPolicy>> p =
+      slot.spec.kind->create(env_, slot.spec.config, slot.pool.get());
+  if (!p.ok()) {
+    slot.pool.reset();
+    return p.status();
+  }
+  slot.policy = std::move(*p);
+  return Status::Ok();
+}
+
+Status AgentRuntime::LoadMemory(const store::AgentKey& key, Slot& slot, const MemorySpec& spec) {
+  const int block = options_.block_rows;
+  const int64_t rows = spec.kind->rows_needed(env_, spec.config);
+  auto pool = std::make_unique<kv::KvPool>(model_.kv_geometry(block),
+                                           static_cast<int>((rows + block - 1) / block),
+                                           options_.formats, chunks_.get());
+  StoredMemory stored;
+  stored.rows = std::make_unique<kv::KvSequence>(pool.get());
+  store::AgentRecord rec;
+  KVMEM_RETURN_IF_ERROR(store_->Load(key, stored.rows.get(), &rec));
+  stored.tokens = std::move(rec.tokens);
+  stored.text = std::move(rec.text);
+  stored.state = std::move(rec.memory.state);
+  KVMEM_ASSIGN_OR_RETURN(std::unique_ptr<MemoryPolicy> p,
+                         spec.kind->restore(env_, spec.config, pool.get(), std::move(stored)));
+  slot.pool = std::move(pool);
+  slot.policy = std::move(p);
+  return Status::Ok();
+}
+
+Result<Tier> AgentRuntime::Acquire(const store::AgentKey* key, Slot& slot, double* load_seconds) {
+  if (slot.policy) {
+    const Tier t = slot.policy->n_rows() == 0 ? Tier::kMiss : slot.arrival;
+    slot.arrival = Tier::kHot;
+    return t;
+  }
+  const std::string name = key ? SlotName(*key) : std::string("(anonymous)");
+  const bool stored = key != nullptr && store_ != nullptr && store_->Contains(*key);
+  if (stored) {
+    // A manifest that cannot be read is handled with the cache below (as a rebuildable one).
+    Result<store::MemoryRecord> record = store_->ReadMemory(*key);
+    if (record.ok()) {
+      Result<MemorySpec> spec = SpecFromRecord(env_, *record);
+      if (!spec.ok()) return spec.status().WithContext("agent " + name);
+      std::lock_guard<std::mutex> l(slot.mu);  // List reads it
+      slot.spec = std::move(*spec);
+      slot.has_spec = true;
+    }
+  }
+  if (!slot.has_spec) {
+    std::lock_guard<std::mutex> l(slot.mu);
+    slot.spec = key ? default_memory_ : *ParseMemorySpec(env_, "none", Json::object());
+    slot.has_spec = true;
+  }
   slot.resident = true;
   slot.arrival = Tier::kHot;  // what the turns after this one find
-  Tier tier = Tier::kMiss;
   if (stored) {
     const auto t0 = Clock::now();
-    store::AgentRecord rec;
-    Status st = store_->Load(*key, slot.seq.get(), &rec);
+    Status st = LoadMemory(*key, slot, slot.spec);
     *load_seconds = Since(t0);
-    if (st.ok()) {
-      slot.tokens = std::move(rec.tokens);
-      slot.text = std::move(rec.text);
-      tier = Tier::kWarm;
-    } else if (retrieval) {
-      // A retrieval agent's history is not in its prompts: keep the files for a person to see.
+    if (st.ok()) return Tier::kWarm;
+    if (!slot.spec.kind->rebuildable_from_prompt) {
+      // The memory is more than the prompts hold: keep the files for a person to see.
       slot.LockedDrop();
-      return st.WithContext("agent " + SlotName(*key) + ": stored memory not usable");
-    } else {
-      // A cache this model cannot use (corrupt, another format or model) is removed and
-      // replaced at the end of this turn; the conversation itself is in the prompt, so nothing
-      // is lost. (Removing it matters: Save reuses block files by their content name, so a
-      // damaged file left in place would be named again.)
-      KVMEM_LOG_WARN("agent %s: stored cache not used: %s", SlotName(*key).c_str(),
-                     st.ToString().c_str());
-      Status removed = store_->Delete(*key);
-      if (!removed.ok()) {
-        KVMEM_LOG_WARN("agent %s: removing the unusable cache: %s", SlotName(*key).c_str(),
-                       removed.ToString().c_str());
-      }
+      return st.WithContext("agent " + name + ": stored memory not usable");
+    }
+    // A cache this model cannot use (corrupt, another format or model) is removed and replaced
+    // at the end of this turn; the conversation itself is in the prompt, so nothing is lost.
+    // (Removing it matters: Save reuses block files by their content name, so a damaged file
+    // left in place would be named again.)
+    KVMEM_LOG_WARN("agent %s: stored cache not used: %s", name.c_str(), st.ToString().c_str());
+    Status removed = store_->Delete(*key);
+    if (!removed.ok()) {
+      KVMEM_LOG_WARN("agent %s: removing the unusable cache: %s", name.c_str(),
+                     removed.ToString().c_str());
     }
   }
-  if (retrieval) {
-    Status st = AdoptHistory(slot);
-    if (!st.ok()) {
-      slot.LockedDrop();
-      return st.WithContext("agent " + (key ? SlotName(*key) : std::string("(anonymous)")));
-    }
+  Status st = CreateMemory(slot);
+  if (!st.ok()) {
+    slot.LockedDrop();
+    return st.WithContext("agent " + name);
   }
-  return tier;
-}
-
-Result<std::vector<int32_t>> AgentRuntime::PlanPrompt(Slot& slot, std::string_view text,
-                                                      PromptStats* ps) {
-  const store::TextMatch m = store::MatchText(slot.text, text);
-  ps->match = m.kind;
-  auto piece = [this](int32_t id) { return Piece(id); };
-  int64_t keep = store::TokensWithinText(slot.tokens, text, m.matched_bytes, piece);
-  if (m.kind == store::PrefixMatchKind::kDiverge && m.ratio < options_.min_diverge_ratio) keep = 0;
-  size_t offset = 0;
-  for (int64_t i = 0; i < keep; ++i) offset += Piece(slot.tokens[i]).size();
-  std::vector<int32_t> ids;
-  if (keep > 0 && offset == text.size()) {
-    // Everything is cached: recompute the last token, whose logits start the reply.
-    --keep;
-    offset -= Piece(slot.tokens[keep]).size();
-    ids.push_back(slot.tokens[keep]);
-  }
-  // Sliding-window layers may have released rows the first new token would read.
-  const model::ModelSpec& spec = model_.spec();
-  for (int l = 0; l < spec.n_layers && keep > 0; ++l) {
-    const int64_t released = slot.seq->released_through(l);
-    const int w = spec.layers[l].sliding_window;
-    if (w > 0 && released != kv::kNoPosition && keep - w < released) keep = 0;
-  }
-  if (keep == 0) {
-    offset = 0;
-    ids = tok_.Encode(text, /*add_special=*/true, /*parse_special=*/true);
-  } else if (ids.empty()) {
-    ids = tok_.Encode(text.substr(offset), /*add_special=*/false, /*parse_special=*/true);
-  }
-  if (ids.empty()) return InvalidArgument("the prompt is empty");
-  const int64_t total = keep + static_cast<int64_t>(ids.size());
-  if (total >= n_ctx_) {
-    return OutOfRange("the prompt has " + std::to_string(total) + " tokens; the context holds " +
-                      std::to_string(n_ctx_) + " (with room for at least one generated token)");
-  }
-  if (keep == 0) {
-    slot.seq = std::make_unique<kv::KvSequence>(slot.pool.get());  // frees the old rows
-  } else {
-    slot.seq->Truncate(keep);
-  }
-  slot.tokens.resize(keep);
-  slot.text.resize(offset);
-  ps->cached_tokens = keep;
-  ps->prompt_tokens = total;
-  return ids;
-}
-
-Status AgentRuntime::Prefill(Slot& slot, std::span<const int32_t> ids,
-                             std::vector<float>* logits) {
-  const size_t batch = static_cast<size_t>(options_.max_batch);
-  for (size_t begin = 0; begin < ids.size(); begin += batch) {
-    const auto part = ids.subspan(begin, std::min(batch, ids.size() - begin));
-    Status st;
-    {
-      std::lock_guard<std::mutex> l(compute_mu_);
-      st = engine::Forward(model_, threads_, slot.seq.get(), part, slot.seq->n_rows(), false,
-                           logits, options_.max_batch);
-    }
-    if (!st.ok()) {
-      slot.seq->Truncate(static_cast<int64_t>(slot.tokens.size()));
-      return st;
-    }
-    slot.tokens.insert(slot.tokens.end(), part.begin(), part.end());
-    for (int32_t id : part) slot.text.append(Piece(id));
-  }
-  return Status::Ok();
+  return Tier::kMiss;
 }
 
 Result<TurnResult> AgentRuntime::RunTurn(const store::AgentKey* key, std::string_view prompt_text,
@@ -244,28 +214,33 @@ Result<TurnResult> AgentRuntime::RunTurn(const store::AgentKey* key, std::string
   Turn turn(*slot);
   TurnResult r;
   KVMEM_ASSIGN_OR_RETURN(r.prompt.tier, Acquire(key, *slot, &r.prompt.load_seconds));
-  if (slot->memart) {
-    KVMEM_ASSIGN_OR_RETURN(r, RunRetrievalTurn(*slot, prompt_text, params, callbacks, r));
-  } else {
-    KVMEM_ASSIGN_OR_RETURN(std::vector<int32_t> ids, PlanPrompt(*slot, prompt_text, &r.prompt));
-    auto t0 = Clock::now();
-    std::vector<float> logits;
-    KVMEM_RETURN_IF_ERROR(Prefill(*slot, ids, &logits));
-    // The prompt text is the client's, byte for byte (the pieces spell it; this also covers a
-    // BOS-less suffix whose pieces were checked only up to the match).
-    slot->text.assign(prompt_text);
-    r.prompt.prefill_seconds = Since(t0);
-    if (callbacks.on_prompt) callbacks.on_prompt(r.prompt);
-    kv::KvSequence* seq = slot->seq.get();
-    KVMEM_RETURN_IF_ERROR(DecodeReply(
-        seq, [seq] { return seq->n_rows(); }, &logits, slot->tokens, params, callbacks, &r,
-        [&](int32_t t) {
-          slot->tokens.push_back(t);
-          slot->text.append(Piece(t));
-        }));
-    r.kv_tokens = slot->seq->n_rows();
+  MemoryPolicy& policy = *slot->policy;
+  KVMEM_ASSIGN_OR_RETURN(TurnPlan plan, policy.Plan({prompt_text, params.focus}));
+  r.prompt.match = plan.match;
+  const auto t0 = Clock::now();
+  std::vector<float> logits;
+  Result<PromptAccount> account = policy.Apply(plan, &logits);
+  if (!account.ok()) {
+    policy.Abort();
+    return account.status();
   }
-  slot->hot_bytes = static_cast<int64_t>(slot->pool->bytes_in_use());
+  r.prompt.prompt_tokens = account->prompt_tokens;
+  r.prompt.cached_tokens = account->cached_tokens;
+  r.prompt.prefill_seconds = Since(t0);
+  if (callbacks.on_prompt) callbacks.on_prompt(r.prompt);
+  Status decoded = DecodeReply(policy, &logits, params, callbacks, &r);
+  if (!decoded.ok()) {
+    policy.Abort();
+    return decoded;
+  }
+  KVMEM_RETURN_IF_ERROR(policy.Commit());
+  r.kv_tokens = policy.n_rows();
+  r.memory_report = policy.Report();
+  {
+    std::lock_guard<std::mutex> l(slot->mu);
+    slot->last_turn = r.memory_report;
+  }
+  slot->hot_bytes = static_cast<int64_t>(policy.bytes_in_use());
   slot->n_tokens = r.kv_tokens;
   slot->last_use_ms = NowUnixMs();
   if (key != nullptr) KVMEM_RETURN_IF_ERROR(SaveSlot(*key, *slot, &r.save_seconds));
@@ -273,14 +248,15 @@ Result<TurnResult> AgentRuntime::RunTurn(const store::AgentKey* key, std::string
   return r;
 }
 
-Status AgentRuntime::DecodeReply(kv::KvSequence* seq, const std::function<int64_t()>& next_position,
-                                 std::vector<float>* logits, std::vector<int32_t> history,
+Status AgentRuntime::DecodeReply(MemoryPolicy& policy, std::vector<float>* logits,
                                  const TurnParams& params, const TurnCallbacks& callbacks,
-                                 TurnResult* r, const std::function<void(int32_t)>& kept) {
+                                 TurnResult* r) {
   const auto t0 = Clock::now();
   engine::Sampler sampler(params.sampler);
   engine::StopMatcher stops(params.stop);
   tokenizer::StreamingDecoder decoder(&tok_);
+  const std::span<const int32_t> context = policy.context_tokens();
+  std::vector<int32_t> history(context.begin(), context.end());
   r->end = TurnEnd::kLength;
   bool cancelled = false;
   for (int i = 0; i < params.max_tokens; ++i) {
@@ -304,15 +280,8 @@ Status AgentRuntime::DecodeReply(kv::KvSequence* seq, const std::function<int64_
       r->stop_sequence = stops.matched();
       break;
     }
-    if (i + 1 == params.max_tokens || seq->n_rows() + 1 >= n_ctx_) break;
-    const int32_t one[] = {t};
-    Status st;
-    {
-      std::lock_guard<std::mutex> l(compute_mu_);
-      st = engine::Forward(model_, threads_, seq, one, next_position(), false, logits);
-    }
-    if (!st.ok()) return st;
-    kept(t);
+    if (i + 1 == params.max_tokens || !policy.CanStep()) break;
+    KVMEM_RETURN_IF_ERROR(policy.Step(t, logits));
   }
   if (!cancelled && !stops.stopped() && callbacks.on_text) {
     const std::string rest = stops.Push(decoder.Flush()) + stops.Flush();
@@ -325,9 +294,9 @@ Status AgentRuntime::DecodeReply(kv::KvSequence* seq, const std::function<int64_
 Status AgentRuntime::SaveSlot(const store::AgentKey& key, const Slot& slot, double* seconds) {
   if (store_ == nullptr) return Status::Ok();
   const auto t0 = Clock::now();
-  const kv::KvSequence& rows = slot.memart ? slot.memart->history() : *slot.seq;
-  auto saved = store_->Save(key, rows, slot.tokens, slot.text, slot.token_ends,
-                            ToPolicy(slot.memory));
+  const PersistedMemory p = slot.policy->Persist();
+  auto saved = store_->Save(key, *p.rows, p.tokens, p.text, p.token_ends,
+                            RecordOf(slot.spec, p.state));
   *seconds = Since(t0);
   return saved.status();
 }
@@ -351,19 +320,19 @@ void AgentRuntime::EnforceBudget(const Slot* keep) {
   }
 }
 
-Status AgentRuntime::CreateAgent(const store::AgentKey& key, const AgentMemory& memory) {
+Status AgentRuntime::CreateAgent(const store::AgentKey& key, const MemorySpec& memory) {
   KVMEM_RETURN_IF_ERROR(store::ValidateAgentKey(key));
-  KVMEM_RETURN_IF_ERROR(ValidateAgentMemory(memory));
   std::shared_ptr<Slot> slot = GetSlot(key);
   Turn turn(*slot);
-  if ((slot->resident && (slot->n_tokens > 0 || slot->memart)) ||
+  if ((slot->resident && (slot->n_tokens > 0 || slot->created)) ||
       (store_ != nullptr && store_->Contains(key))) {
     return FailedPrecondition("agent '" + key.id + "' already exists");
   }
   slot->LockedDrop();  // resident but empty (a new agent's ConversationText)
   {
     std::lock_guard<std::mutex> l(slot->mu);
-    slot->memory = memory;
+    slot->spec = memory;
+    slot->has_spec = true;
     slot->created = true;
   }
   double seconds = 0;
@@ -375,7 +344,7 @@ Status AgentRuntime::CreateAgent(const store::AgentKey& key, const AgentMemory& 
     slots_.erase(SlotName(key));
     return st;
   }
-  slot->hot_bytes = static_cast<int64_t>(slot->pool->bytes_in_use());
+  slot->hot_bytes = static_cast<int64_t>(slot->policy->bytes_in_use());
   EnforceBudget(slot.get());
   return Status::Ok();
 }
@@ -387,7 +356,7 @@ Result<std::string> AgentRuntime::ConversationText(const store::AgentKey& key) {
   double load_seconds = 0;
   KVMEM_ASSIGN_OR_RETURN(slot->arrival, Acquire(&key, *slot, &load_seconds));
   if (slot->arrival == Tier::kMiss) slot->arrival = Tier::kHot;  // nothing cached yet
-  return slot->text;
+  return std::string(slot->policy->text());
 }
 
 Result<std::vector<AgentStatus>> AgentRuntime::List(const std::string& tenant) {
@@ -403,18 +372,18 @@ Result<std::vector<AgentStatus>> AgentRuntime::List(const std::string& tenant) {
       s.tier = Tier::kWarm;
       s.formats = a.formats;
       s.last_use_unix_ms = a.last_use_unix_ms;
-      const Result<MemoryMode> mode = ParseMemoryMode(a.memory_mode);
-      s.mode = mode.ok() ? *mode : MemoryMode::kFull;
+      const Result<MemorySpec> spec = SpecFromRecord(env_, a.memory);
+      s.policy = spec.ok() ? spec->kind->name : a.memory.policy;
+      s.config = spec.ok() ? spec->config : a.memory.config;
       by_id[a.key.id] = s;
     }
   }
   std::lock_guard<std::mutex> l(registry_mu_);
   for (auto& [name, slot] : slots_) {
     if (slot->key.tenant != tenant || !slot->resident) continue;
-    // A full agent exists once its cache holds a turn; a retrieval one from its creation.
+    // An agent exists once its memory holds a turn, from its creation, or while it is stored.
     std::lock_guard<std::mutex> sl(slot->mu);
-    const bool retrieval = slot->memory.mode == MemoryMode::kRetrieval;
-    if (slot->n_tokens == 0 && !retrieval && !slot->created) continue;
+    if (slot->n_tokens == 0 && !slot->created && !by_id.contains(slot->key.id)) continue;
     AgentStatus& s = by_id[slot->key.id];
     s.key = slot->key;
     s.tokens = slot->n_tokens;
@@ -422,7 +391,8 @@ Result<std::vector<AgentStatus>> AgentRuntime::List(const std::string& tenant) {
     s.tier = Tier::kHot;
     s.formats = options_.formats;
     s.last_use_unix_ms = slot->last_use_ms;
-    s.mode = slot->memory.mode;
+    s.policy = slot->spec.kind ? slot->spec.kind->name : "full";
+    s.config = slot->spec.config;
     s.last_turn = slot->last_turn;
   }
   std::vector<AgentStatus> out;
@@ -450,7 +420,7 @@ Status AgentRuntime::Delete(const store::AgentKey& key) {
   bool found = false;
   if (slot) {
     Turn turn(*slot);  // after the turns already queued
-    found = slot->resident && (slot->n_tokens > 0 || slot->memart);
+    found = slot->resident && (slot->n_tokens > 0 || slot->created);
     slot->LockedDrop();
     slot->n_tokens = 0;
     std::lock_guard<std::mutex> l(registry_mu_);

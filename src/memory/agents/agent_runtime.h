@@ -1,14 +1,10 @@
 // Agents whose memory is their KV cache (semantic.md, issue "agents that remember"): each agent
-// (tenant + id) owns a KV sequence in its own pool, kept in RAM while it is hot and persisted
-// to the AgentStore after every turn, so it survives restarts and is reloaded (warm) instead of
-// re-prefilled. A turn gets the rendered prompt text; the agent's cached text is matched against
-// it at character level (EXACT / EXTEND / DIVERGE, memory/store/prefix_match.h), the matching
-// stored tokens are kept (their ids, generated ones included, are never re-tokenized) and only
-// the rest of the prompt is prefilled.
-//
-// An agent's memory mode (memory_mode.h) is full unless CreateAgent chose retrieval: its rows
-// are then a MemArt history, each turn prefills only what its prompt adds and reads the history
-// blocks its attention retrieves; TurnResult::retrieval and AgentStatus::last_turn report them.
+// (tenant + id) owns a memory policy (memory/policy/memory_policy.h) over its own pool, kept in
+// RAM while it is hot and persisted to the AgentStore after every turn, so it survives restarts
+// and is reloaded (warm) instead of re-prefilled. A turn gets the rendered prompt text and runs
+// it through the policy (plan, apply, decode, commit); which rows are kept, retrieved or evicted
+// is the policy's business, never the runtime's. An agent's policy is chosen when it is created
+// (CreateAgent; else AgentRuntimeOptions::default_memory) and kept in its manifest.
 //
 // Tiers: hot (resident in RAM, under a byte budget kept by evicting the least recently used idle
 // agents) and warm (only in the store). An agent evicted from RAM loses nothing.
@@ -25,7 +21,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -36,7 +31,7 @@
 #include "engine/sampler.h"
 #include "kv/kv_format.h"
 #include "kv/layer_chunks.h"
-#include "memory/agents/memory_mode.h"
+#include "memory/policy/policy_table.h"
 #include "memory/store/agent_id.h"
 #include "memory/store/agent_store.h"
 #include "memory/store/prefix_match.h"
@@ -57,9 +52,12 @@ struct AgentRuntimeOptions {
   // KV memory written once at start-up (Warmup) so the first agents' rows, loaded or computed,
   // land in touched pages; bounded by hot_budget_bytes.
   size_t prefault_bytes = size_t{256} << 20;
-  // Retrieval agents: history tokens kept at most (a turn is refused with ResourceExhausted
-  // when the history plus one context would pass it). 128K tokens of SmolLM2 at q8_0: 1.5 GiB.
+  // Policies whose history may outgrow the context: tokens kept at most (a turn is refused with
+  // ResourceExhausted when the history plus one context would pass it). 128K tokens of SmolLM2
+  // at q8_0: 1.5 GiB.
   int64_t max_history_tokens = int64_t{1} << 17;
+  std::string model_fingerprint;  // for per-model presets (PolicyEnv)
+  std::string presets_dir;
 };
 
 enum class Tier { kMiss, kHot, kWarm };
@@ -69,10 +67,9 @@ struct TurnParams {
   int max_tokens = 256;  // generated-token budget (also bounded by the context)
   engine::SamplerConfig sampler;
   std::vector<std::string> stop;
-  // Retrieval agents: text of the turn's new part (e.g. the question inside an instruction)
-  // whose tokens alone score the memory's blocks (MemArtMemory::BeginTurn's `scoring`); empty:
-  // all of the new part's. Ignored by full-memory agents.
-  std::string retrieval_query;
+  // The focus span (TurnInput::focus): text of the turn's new part (e.g. the question inside an
+  // instruction) whose tokens alone score memory; empty: the policy's default.
+  std::string focus;
 };
 
 struct PromptStats {
@@ -89,30 +86,6 @@ struct TurnCallbacks {
   std::function<bool(std::string_view)> on_text;      // false: stop (client gone)
 };
 
-// A history block a retrieval turn read: history tokens [first_token, first_token + n_tokens),
-// the conversation text they spell, and in how many layers it was among the retrieved. The
-// tokens are the block's that were read: all of them unless whole turns were (a block read in
-// two pieces is listed twice).
-struct RecalledBlock {
-  int64_t block = 0;
-  int64_t first_token = 0;
-  int64_t n_tokens = 0;
-  int layers = 0;
-  std::string text;
-};
-
-// What a retrieval turn read and computed.
-struct RetrievalTurn {
-  int64_t history_tokens = 0;   // in the memory when the turn began
-  int64_t retrieved_rows = 0;   // R: history rows placed before the query, per layer
-  int64_t prefill_tokens = 0;   // the query: what the prompt added to the conversation
-  int64_t kv_len_decode = 0;    // rows the first generated token reads (R + query)
-  std::vector<RecalledBlock> blocks;  // chronological
-  // The query tokens [scoring_begin, scoring_end) whose rows scored the blocks (all but the
-  // last unless TurnParams::retrieval_query named some).
-  int64_t scoring_begin = 0, scoring_end = 0;
-};
-
 enum class TurnEnd { kEndOfTurn, kStopSequence, kLength, kCancelled };
 
 struct TurnResult {
@@ -122,8 +95,8 @@ struct TurnResult {
   std::string stop_sequence;
   double decode_seconds = 0;
   double save_seconds = 0;
-  int64_t kv_tokens = 0;  // rows the agent's cache (retrieval: its history) holds after the turn
-  std::optional<RetrievalTurn> retrieval;  // retrieval agents
+  int64_t kv_tokens = 0;  // rows the agent's memory holds after the turn
+  Json memory_report;     // the policy's Report() of this turn
 };
 
 struct AgentStatus {
@@ -133,8 +106,9 @@ struct AgentStatus {
   Tier tier = Tier::kWarm;
   kv::KvFormats formats;
   int64_t last_use_unix_ms = 0;
-  MemoryMode mode = MemoryMode::kFull;
-  std::optional<RetrievalTurn> last_turn;  // retrieval agents, since they were last loaded
+  std::string policy = "full";
+  Json config = Json::object();  // the policy's, as parsed (empty when not known: unreadable)
+  Json last_turn;                // the policy's Report() since the agent was last loaded; null
 };
 
 struct RuntimeStats {
@@ -165,10 +139,20 @@ class AgentRuntime {
   Result<TurnResult> RunTurn(const store::AgentKey* key, std::string_view prompt_text,
                              const TurnParams& params, const TurnCallbacks& callbacks);
 
+  // A policy name and config as this runtime would run them: InvalidArgument listing the valid
+  // policies, or naming the bad field.
+  Result<MemorySpec> ValidateMemory(std::string_view policy, const Json& config) const;
+  // The memory of agents a turn creates without CreateAgent ("full" until set). Call before the
+  // first turn.
+  Status SetDefaultMemory(std::string_view policy, const Json& config);
+  const MemorySpec& default_memory() const { return default_memory_; }
+  // GET /v1/policies for this runtime's model.
+  nlohmann::ordered_json DescribePolicies() const { return memory::DescribePolicies(env_); }
+
   // Creates an agent with the given memory before its first turn (an agent a turn names without
-  // one is created full). FailedPrecondition when the agent exists; InvalidArgument for a bad
-  // key or memory; the store's error when it cannot be persisted.
-  Status CreateAgent(const store::AgentKey& key, const AgentMemory& memory);
+  // one gets default_memory()). FailedPrecondition when the agent exists; InvalidArgument
+  // for a bad key; the store's error when it cannot be persisted.
+  Status CreateAgent(const store::AgentKey& key, const MemorySpec& memory);
 
   // The rendered conversation the agent's cache holds ("" for a new agent), so a client that
   // keeps no history (kvmem chat) can extend it. Brings a stored agent into RAM.
@@ -188,33 +172,18 @@ class AgentRuntime {
   struct Slot;
   class Turn;
   std::shared_ptr<Slot> GetSlot(const store::AgentKey& key);
-  // Brings the agent's cache into the slot (hot, else warm from the store, else empty).
-  // Errors only for a retrieval agent whose stored memory cannot be used (kept on disk).
+  // Brings the agent's memory into the slot (hot, else warm from the store, else new).
   Result<Tier> Acquire(const store::AgentKey* key, Slot& slot, double* load_seconds);
-  // Retrieval agents: turns slot.seq (the history, empty or loaded) into slot.memart.
-  Status AdoptHistory(Slot& slot);
-  // Rows first + i (below limit) where tokens[i] opens a chat message.
-  std::vector<int64_t> MessageStarts(std::span<const int32_t> tokens, int64_t first,
-                                     int64_t limit) const;
-  // The tokens of `retrieval_query` among a retrieval turn's `ids` (the encoded `query_text`,
-  // maybe after a BOS), before the last; InvalidArgument when it is not in the text.
-  Result<TokenRange> ScoringTokens(std::string_view query_text, std::span<const int32_t> ids,
-                                   std::string_view retrieval_query) const;
-  // Keeps the stored tokens the new prompt can reuse; returns the ids to prefill.
-  Result<std::vector<int32_t>> PlanPrompt(Slot& slot, std::string_view text, PromptStats* ps);
-  Status Prefill(Slot& slot, std::span<const int32_t> ids, std::vector<float>* logits);
-  // A turn of a retrieval agent (agent_retrieval_turn.cpp).
-  Result<TurnResult> RunRetrievalTurn(Slot& slot, std::string_view prompt_text, const TurnParams& params,
-                                      const TurnCallbacks& callbacks, TurnResult r);
-  // Samples the reply from `logits` on, feeding each token to seq at next_position(); kept(id)
-  // after each token is in seq. Fills r's end, stop_sequence, completion_tokens.
-  Status DecodeReply(kv::KvSequence* seq, const std::function<int64_t()>& next_position,
-                     std::vector<float>* logits, std::vector<int32_t> history,
-                     const TurnParams& params, const TurnCallbacks& callbacks, TurnResult* r,
-                     const std::function<void(int32_t)>& kept);
+  // A new memory with the slot's spec in a new pool.
+  Status CreateMemory(Slot& slot);
+  // The stored memory of `key` into the slot; NotFound when there is none.
+  Status LoadMemory(const store::AgentKey& key, Slot& slot, const MemorySpec& spec);
+  // Samples the reply from `logits` on, feeding each kept token to the policy. Fills r's end,
+  // stop_sequence, completion_tokens.
+  Status DecodeReply(MemoryPolicy& policy, std::vector<float>* logits, const TurnParams& params,
+                     const TurnCallbacks& callbacks, TurnResult* r);
   Status SaveSlot(const store::AgentKey& key, const Slot& slot, double* seconds);
   void EnforceBudget(const Slot* keep);
-  std::string_view Piece(int32_t id) const;
 
   const model::Model& model_;
   const tokenizer::Tokenizer& tok_;
@@ -222,6 +191,8 @@ class AgentRuntime {
   store::AgentStore* store_;
   AgentRuntimeOptions options_;
   int64_t n_ctx_;
+  PolicyEnv env_;
+  MemorySpec default_memory_;
   std::unique_ptr<kv::LayerChunks> chunks_;  // layer memory shared by the agents' pools
   std::mutex compute_mu_;  // one forward pass at a time over threads_
   std::mutex registry_mu_;

@@ -4,6 +4,17 @@
 
 namespace kvmem::memory {
 
+void AttentionScores::Truncate(int64_t n) {
+  if (n >= n_rows_) return;
+  n_rows_ = std::max<int64_t>(n, 0);
+  for (std::vector<double>& s : scores_) s.resize(static_cast<size_t>(n_rows_));
+}
+
+void AttentionScores::Set(int layer, int head, std::vector<double> values) {
+  n_rows_ = static_cast<int64_t>(values.size());
+  scores_[static_cast<size_t>(layer) * n_kv_heads_ + head] = std::move(values);
+}
+
 std::vector<int32_t> BlockSlots(const kv::KvSequence& seq) {
   std::vector<int32_t> slots(static_cast<size_t>(seq.pool()->max_blocks()), -1);
   for (size_t i = 0; i < seq.blocks().size(); ++i) {

@@ -40,6 +40,12 @@ class AttentionScores {
     return scores_[static_cast<size_t>(layer) * n_kv_heads_ + head];
   }
 
+  // Forgets rows from n on (a cache cut back to n rows).
+  void Truncate(int64_t n);
+  // Replaces the scores of (layer, KV head): values.size() rows, the same for every list once
+  // all are set (a restored state).
+  void Set(int layer, int head, std::vector<double> values);
+
   // Adds the weights every token and query head of tap's batch gives the rows of seq it reads
   // in tap.layer(). seq is the sequence the pass runs over.
   void Add(const engine::TapContext& tap, const kv::KvSequence& seq, ThreadPool* pool);

@@ -56,6 +56,7 @@
 #include "kv/kv_sequence.h"
 #include "memory/retrieval/block_index.h"
 #include "memory/retrieval/block_scoring.h"
+#include "memory/token_range.h"
 #include "model/model.h"
 
 namespace kvmem::memory {
@@ -65,12 +66,6 @@ struct RowSpan {
   int64_t begin = 0;
   int64_t end = 0;
   bool operator==(const RowSpan&) const = default;
-};
-
-// Tokens [begin, end) of a query; end < 0: to the query's end.
-struct TokenRange {
-  int64_t begin = 0;
-  int64_t end = -1;
 };
 
 // One query head of one layer.

@@ -150,7 +150,7 @@ Result<AgentStore> AgentStore::Open(StoreOptions options) {
 Result<SaveStats> AgentStore::Save(const AgentKey& key, const kv::KvSequence& seq,
                                    std::span<const int32_t> tokens, std::string_view text,
                                    std::span<const size_t> token_text_ends,
-                                   const MemoryPolicy& memory) {
+                                   const MemoryRecord& memory) {
   KVMEM_RETURN_IF_ERROR(ValidateAgentKey(key));
   const std::string where = "saving agent " + AgentLabel(key);
   if (static_cast<int64_t>(tokens.size()) != seq.n_rows()) {
@@ -222,7 +222,7 @@ Result<SaveStats> AgentStore::Save(const AgentKey& key, const kv::KvSequence& se
   return stats;
 }
 
-Result<MemoryPolicy> AgentStore::ReadMemoryPolicy(const AgentKey& key) const {
+Result<MemoryRecord> AgentStore::ReadMemory(const AgentKey& key) const {
   KVMEM_RETURN_IF_ERROR(ValidateAgentKey(key));
   const std::string dir_name = AgentDirName(key);
   std::shared_ptr<std::mutex> agent_mu = state_->AgentLock(dir_name);
@@ -251,7 +251,8 @@ Result<std::vector<AgentInfo>> AgentStore::List() const {
       info.n_tokens = static_cast<int64_t>(m->tokens.size());
       info.formats = m->formats;
       info.last_use_unix_ms = m->last_use_unix_ms;
-      info.memory_mode = m->memory.mode;
+      info.memory = std::move(m->memory);
+      info.memory.state = Json::object();
     }
     Result<std::vector<std::string>> files = ListDir(dir);
     if (files.ok()) {

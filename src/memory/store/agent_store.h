@@ -69,7 +69,7 @@ struct AgentRecord {
   int64_t last_use_unix_ms = 0;
   int blocks = 0;
   uint64_t bytes_read = 0;
-  MemoryPolicy memory;  // how the rows serve the agent's turns
+  MemoryRecord memory;  // how the rows serve the agent's turns
 };
 
 struct AgentInfo {
@@ -78,7 +78,7 @@ struct AgentInfo {
   uint64_t bytes_on_disk = 0;  // manifest and block files
   kv::KvFormats formats;
   int64_t last_use_unix_ms = 0;
-  std::string memory_mode = "full";  // MemoryPolicy::mode
+  MemoryRecord memory;  // as stored, without its state
   Status status;  // not ok when the manifest could not be read (key and counts then unknown)
 };
 
@@ -98,15 +98,15 @@ class AgentStore {
   Result<SaveStats> Save(const AgentKey& key, const kv::KvSequence& seq,
                          std::span<const int32_t> tokens, std::string_view text,
                          std::span<const size_t> token_text_ends = {},
-                         const MemoryPolicy& memory = {});
+                         const MemoryRecord& memory = {});
 
   // Loads the agent into seq, which must be empty and use a pool of the stored formats and
   // geometry. NotFound if the agent has no cache. On any error seq is left empty.
   Status Load(const AgentKey& key, kv::KvSequence* seq, AgentRecord* out);
 
-  // The memory policy in the agent's manifest, without reading its blocks. NotFound if the
+  // The memory record in the agent's manifest, without reading its blocks. NotFound if the
   // agent has no cache; the manifest's own errors otherwise.
-  Result<MemoryPolicy> ReadMemoryPolicy(const AgentKey& key) const;
+  Result<MemoryRecord> ReadMemory(const AgentKey& key) const;
 
   // Every agent of this model, sorted by tenant then id (unreadable ones last).
   Result<std::vector<AgentInfo>> List() const;

@@ -10,16 +10,16 @@
 namespace kvmem::memory::store {
 namespace {
 
-// root -> blocks -> block -> released_layers.
-constexpr int kMaxDepth = 4;
+// root -> blocks -> block -> released_layers; root -> memory -> config/state -> the policy's own
+// values (bounded by the policy's parser).
+constexpr int kMaxDepth = 8;
 // Bounds that keep sizes and products far from overflow; real models are orders of magnitude
 // below them.
 constexpr int64_t kMaxLayers = 1024;
 constexpr int64_t kMaxHeads = 1024;
 constexpr int64_t kMaxHeadDim = 4096;
 constexpr int64_t kMaxBlockRows = 1 << 16;
-constexpr int64_t kMaxPolicyValue = 1 << 20;  // memory settings (block size, top_k, ...)
-constexpr size_t kMaxRetrievalHeads = 256;
+constexpr size_t kMaxPolicyName = 64;
 constexpr int64_t kI64Min = std::numeric_limits<int64_t>::min();
 constexpr int64_t kI64Max = std::numeric_limits<int64_t>::max();
 
@@ -119,52 +119,46 @@ Status CheckBlocks(const AgentManifest& m) {
   return Status::Ok();
 }
 
-Result<MemoryPolicy> ParseMemoryPolicy(const Json& j) {
+// The policy name: 1 to 64 of [a-z0-9_-] (the table's names are such; a stored name is checked
+// against the table by the runtime).
+bool IsPolicyName(std::string_view s) {
+  if (s.empty() || s.size() > kMaxPolicyName) return false;
+  for (char c : s) {
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-')) return false;
+  }
+  return true;
+}
+
+Result<MemoryRecord> ParseMemoryRecord(const Json& j) {
   KVMEM_ASSIGN_OR_RETURN(const Json* o, JsonObject(j, "memory", ""));
-  MemoryPolicy p;
-  KVMEM_ASSIGN_OR_RETURN(p.mode, JsonString(*o, "mode", "memory"));
-  if (p.mode != "full" && p.mode != "retrieval") {
-    return Corrupt("field 'memory.mode' is " + Quoted(p.mode) + ", expected 'full' or 'retrieval'");
-  }
-  if (p.mode == "full") return p;
-  auto small = [&](std::string_view key, int* out) -> Status {
-    KVMEM_ASSIGN_OR_RETURN(int64_t v, JsonInt(*o, key, "memory", 0, kMaxPolicyValue));
-    *out = static_cast<int>(v);
-    return Status::Ok();
-  };
-  KVMEM_RETURN_IF_ERROR(small("block_size", &p.block_size));
-  KVMEM_RETURN_IF_ERROR(small("top_k", &p.top_k));
-  KVMEM_RETURN_IF_ERROR(small("keep_first", &p.keep_first));
-  KVMEM_RETURN_IF_ERROR(small("keep_last", &p.keep_last));
-  if (o->contains("neighbors")) KVMEM_RETURN_IF_ERROR(small("neighbors", &p.neighbors));
-  for (const auto& [key, out] : {std::pair{"turn_bounded", &p.turn_bounded},
-                                 std::pair{"whole_turns", &p.whole_turns}}) {
-    if (!o->contains(key)) continue;
-    const Json& b = (*o)[key];
-    if (!b.is_boolean()) return Corrupt("field 'memory." + std::string(key) + "' is not a boolean");
-    *out = b.get<bool>();
-  }
-  if (o->contains("retrieval_heads")) {
-    KVMEM_ASSIGN_OR_RETURN(const Json* heads, JsonArray(*o, "retrieval_heads", "memory"));
-    if (heads->size() > kMaxRetrievalHeads) {
-      return Corrupt("field 'memory.retrieval_heads' lists more than " +
-                     std::to_string(kMaxRetrievalHeads) + " heads");
+  MemoryRecord r;
+  if (o->contains("mode") && !o->contains("policy")) {
+    // Written before the policy seam: {"mode": "full" | "retrieval", <settings>}.
+    KVMEM_ASSIGN_OR_RETURN(r.policy, JsonString(*o, "mode", "memory"));
+    if (r.policy != "full" && r.policy != "retrieval") {
+      return Corrupt("field 'memory.mode' is " + Quoted(r.policy) +
+                     ", expected 'full' or 'retrieval'");
     }
-    for (size_t i = 0; i < heads->size(); ++i) {
-      const Json& h = (*heads)[i];
-      if (!h.is_string() || h.get_ref<const std::string&>().empty() ||
-          h.get_ref<const std::string&>().size() > 16) {
-        return Corrupt("field 'memory.retrieval_heads[" + std::to_string(i) +
-                       "]' is not a string of 1 to 16 characters");
-      }
-      p.retrieval_heads.push_back(h.get<std::string>());
+    r.legacy = true;
+    for (const auto& [key, value] : o->items()) {
+      if (key != "mode") r.config[key] = value;
     }
+    return r;
   }
-  KVMEM_ASSIGN_OR_RETURN(p.strategy, JsonString(*o, "strategy", "memory"));
-  if (p.strategy.empty() || p.strategy.size() > 64) {
-    return Corrupt("field 'memory.strategy' must be 1 to 64 characters");
+  KVMEM_ASSIGN_OR_RETURN(r.policy, JsonString(*o, "policy", "memory"));
+  if (!IsPolicyName(r.policy)) {
+    return Corrupt("field 'memory.policy' is " + Quoted(r.policy) +
+                   ", expected 1 to 64 of a-z, 0-9, '_' and '-'");
   }
-  return p;
+  if (o->contains("config")) {
+    KVMEM_ASSIGN_OR_RETURN(const Json* c, JsonObject(*o, "config", "memory"));
+    r.config = *c;
+  }
+  if (o->contains("state")) {
+    KVMEM_ASSIGN_OR_RETURN(const Json* st, JsonObject(*o, "state", "memory"));
+    r.state = *st;
+  }
+  return r;
 }
 
 }  // namespace
@@ -206,19 +200,8 @@ std::string ManifestToJson(const AgentManifest& m) {
   }
   j["blocks"] = std::move(blocks);
   j["last_use_unix_ms"] = m.last_use_unix_ms;
-  if (m.memory.mode != "full") {
-    j["memory"] = {{"mode", m.memory.mode},
-                   {"block_size", m.memory.block_size},
-                   {"top_k", m.memory.top_k},
-                   {"strategy", m.memory.strategy},
-                   {"keep_first", m.memory.keep_first},
-                   {"keep_last", m.memory.keep_last},
-                   {"neighbors", m.memory.neighbors},
-                   {"turn_bounded", m.memory.turn_bounded},
-                   {"whole_turns", m.memory.whole_turns}};
-    if (!m.memory.retrieval_heads.empty())
-      j["memory"]["retrieval_heads"] = m.memory.retrieval_heads;
-  }
+  j["memory"] = {{"policy", m.memory.policy}, {"config", m.memory.config}};
+  if (!m.memory.state.empty()) j["memory"]["state"] = m.memory.state;
   return j.dump();
 }
 
@@ -288,7 +271,7 @@ Result<AgentManifest> ParseManifest(std::string_view text) {
   KVMEM_RETURN_IF_ERROR(CheckBlocks(m));
   KVMEM_ASSIGN_OR_RETURN(m.last_use_unix_ms, JsonInt(j, "last_use_unix_ms", "", kI64Min, kI64Max));
   if (j.contains("memory")) {
-    KVMEM_ASSIGN_OR_RETURN(m.memory, ParseMemoryPolicy(j));
+    KVMEM_ASSIGN_OR_RETURN(m.memory, ParseMemoryRecord(j));
   }
   return m;
 }

@@ -14,13 +14,9 @@
 //    "blocks": [{"file": "kv-<32 hex>.safetensors", "n_rows": 256, "first_pos": 0,
 //                "xxh3_128": "<32 hex>", "bytes": 123456, "released_layers": [0, 1]}, ...],
 //    "last_use_unix_ms": 1763700000000,
-//    "memory": {"mode": "retrieval", "block_size": 16, "top_k": 32, "strategy": "softmax-sum",
-//               "keep_first": 0, "keep_last": 0, "neighbors": 1, "turn_bounded": true,
-//               "whole_turns": false, "retrieval_heads": ["7.1", "5.3"]}}
-//                                             (optional; absent = {"mode": "full"}; neighbors,
-//                                              turn_bounded, whole_turns and retrieval_heads,
-//                                              absent in manifests written before they existed,
-//                                              are 0, false, false and [])
+//    "memory": {"policy": "memart", "config": {...}, "state": {...}}
+//                                             (optional; absent = {"policy": "full"}; config and
+//                                              state are the policy's own, opaque here)
 //
 // ParseManifest checks the schema, the types and everything that needs no outside knowledge
 // (valid names, counts adding up, released layers only on leading whole blocks); comparing with
@@ -36,6 +32,7 @@
 #include "kv/kv_format.h"
 #include "kv/kv_pool.h"
 #include "memory/store/agent_id.h"
+#include "memory/store/json_util.h"
 
 namespace kvmem::memory::store {
 
@@ -52,22 +49,17 @@ struct BlockEntry {
   std::vector<int> released_layers;  // ascending; stored as absent (sliding-window layers)
 };
 
-// How the agent's rows serve its turns (memory/agents/memory_mode.h): "full", the rows are the
-// conversation's KV cache; "retrieval", they are a MemArt history whose blocks each turn
-// retrieves from, with these settings. The settings are kept as given here (they are within
-// bounds); the runtime validates them as a MemArt configuration when it loads the agent.
-struct MemoryPolicy {
-  std::string mode = "full";
-  int block_size = 16;
-  int top_k = 32;
-  std::string strategy = "softmax-sum";
-  int keep_first = 0;
-  int keep_last = 0;
-  int neighbors = 0;
-  bool turn_bounded = false;
-  bool whole_turns = false;
-  std::vector<std::string> retrieval_heads;  // "LAYER.HEAD" each (memory::HeadRefName)
-  bool operator==(const MemoryPolicy&) const = default;
+// How the agent's rows serve its turns: the memory policy's name and its own config and state
+// (memory/policy/), which the store keeps as given and never interprets; the policy's parser
+// validates them when the agent is loaded. Manifests written before policies had a seam carry
+// {"mode": "full" | "retrieval", <settings>}: they are read as policy = the mode, config = the
+// settings, legacy = true (the policy table upgrades them).
+struct MemoryRecord {
+  std::string policy = "full";
+  Json config = Json::object();
+  Json state = Json::object();
+  bool legacy = false;
+  bool operator==(const MemoryRecord&) const = default;
 };
 
 struct AgentManifest {
@@ -79,7 +71,7 @@ struct AgentManifest {
   std::string text;             // the rendered prompt the tokens came from (any bytes)
   std::vector<BlockEntry> blocks;
   int64_t last_use_unix_ms = 0;
-  MemoryPolicy memory;
+  MemoryRecord memory;
 };
 
 // "kv-<checksum>.safetensors".

@@ -1,0 +1,262 @@
+#include "memory/eviction/h2o_policy.h"
+
+#include <cstring>
+
+#include "engine/forward.h"
+
+namespace kvmem::memory {
+namespace {
+
+using Type = ConfigField::Type;
+
+std::vector<ConfigField> Fields() {
+  return {
+      {"budget", Type::kInt, 256, 1, 1 << 20, {}, 0,
+       "history rows each (layer, KV head) reads, beyond the turn's own"},
+      {"recent_ratio", Type::kNumber, 0.5, 0, 1, {}, 0,
+       "share of the budget given to the most recent rows; the rest to the heaviest hitters"},
+  };
+}
+
+constexpr char kB64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+std::string Base64(const std::vector<double>& v) {
+  std::string bytes(v.size() * sizeof(double), '\0');
+  std::memcpy(bytes.data(), v.data(), bytes.size());
+  std::string out;
+  out.reserve((bytes.size() + 2) / 3 * 4);
+  for (size_t i = 0; i < bytes.size(); i += 3) {
+    uint32_t n = static_cast<uint8_t>(bytes[i]) << 16;
+    if (i + 1 < bytes.size()) n |= static_cast<uint8_t>(bytes[i + 1]) << 8;
+    if (i + 2 < bytes.size()) n |= static_cast<uint8_t>(bytes[i + 2]);
+    out += kB64[(n >> 18) & 63];
+    out += kB64[(n >> 12) & 63];
+    out += i + 1 < bytes.size() ? kB64[(n >> 6) & 63] : '=';
+    out += i + 2 < bytes.size() ? kB64[n & 63] : '=';
+  }
+  return out;
+}
+
+Result<std::vector<double>> FromBase64(const std::string& s) {
+  if (s.size() % 4 != 0) return Corrupt("h2o state: scores are not base64");
+  std::string bytes;
+  bytes.reserve(s.size() / 4 * 3);
+  for (size_t i = 0; i < s.size(); i += 4) {
+    uint32_t n = 0;
+    int pad = 0;
+    for (int j = 0; j < 4; ++j) {
+      const char c = s[i + j];
+      const char* p = c == '=' ? nullptr : std::strchr(kB64, c);
+      if (c == '=' && i + 4 == s.size() && j >= 2) {
+        ++pad;
+      } else if (p == nullptr || c == '\0' || pad > 0) {
+        return Corrupt("h2o state: scores are not base64");
+      }
+      n = (n << 6) | (p ? static_cast<uint32_t>(p - kB64) : 0);
+    }
+    bytes += static_cast<char>(n >> 16);
+    if (pad < 2) bytes += static_cast<char>((n >> 8) & 255);
+    if (pad < 1) bytes += static_cast<char>(n & 255);
+  }
+  if (bytes.size() % sizeof(double) != 0) return Corrupt("h2o state: scores are not doubles");
+  std::vector<double> v(bytes.size() / sizeof(double));
+  std::memcpy(v.data(), bytes.data(), bytes.size());
+  return v;
+}
+
+Result<Json> Parse(const PolicyEnv&, const Json& config) {
+  const std::vector<ConfigField> fields = Fields();
+  return ReadConfig("h2o", fields, config, DefaultConfig(fields));
+}
+
+H2oConfig ConfigOf(const Json& config) {
+  return H2oConfig{config.at("budget").get<int64_t>(), config.at("recent_ratio").get<double>()};
+}
+
+}  // namespace
+
+PolicyKind H2oPolicyKind() {
+  PolicyKind k;
+  k.name = "h2o";
+  k.description =
+      "H2O: the full cache, each (layer, KV head) reading a budget of recent and heavy-hitter "
+      "rows (accumulated attention); rows are hidden, not moved, so prefixes still match";
+  k.fields = Fields();
+  k.parse = Parse;
+  k.presets = [](const PolicyEnv&) { return Json::object(); };
+  k.rows_needed = [](const PolicyEnv& env, const Json&) { return env.n_ctx; };
+  k.rebuildable_from_prompt = true;
+  k.create = [](const PolicyEnv& env, const Json& config,
+                kv::KvPool* pool) -> Result<std::unique_ptr<MemoryPolicy>> {
+    KVMEM_ASSIGN_OR_RETURN(std::unique_ptr<H2oPolicy> p,
+                           H2oPolicy::Make(env, config, pool, StoredMemory{}));
+    return std::unique_ptr<MemoryPolicy>(std::move(p));
+  };
+  k.restore = [](const PolicyEnv& env, const Json& config, kv::KvPool* pool,
+                 StoredMemory stored) -> Result<std::unique_ptr<MemoryPolicy>> {
+    KVMEM_ASSIGN_OR_RETURN(std::unique_ptr<H2oPolicy> p,
+                           H2oPolicy::Make(env, config, pool, std::move(stored)));
+    return std::unique_ptr<MemoryPolicy>(std::move(p));
+  };
+  return k;
+}
+
+H2oPolicy::H2oPolicy(const PolicyEnv& env, kv::KvPool* pool, H2oConfig config,
+                     StoredMemory stored)
+    : FullPolicy(env, pool, std::move(stored.rows), std::move(stored.tokens),
+                 std::move(stored.text)),
+      config_(config),
+      scores_(env.model->spec()) {}
+
+Result<std::unique_ptr<H2oPolicy>> H2oPolicy::Make(const PolicyEnv& env, const Json& config,
+                                                   kv::KvPool* pool, StoredMemory stored) {
+  Json state = std::move(stored.state);
+  std::unique_ptr<H2oPolicy> p(new H2oPolicy(env, pool, ConfigOf(config), std::move(stored)));
+  if (!state.empty()) KVMEM_RETURN_IF_ERROR(p->RestoreState(state));
+  p->state_ = std::move(state);
+  return p;
+}
+
+Result<PromptAccount> H2oPolicy::Apply(const TurnPlan& plan, std::vector<float>* logits) {
+  KeepPrefix(plan);
+  scores_.Truncate(plan.kept_rows);
+  const int64_t before = seq_->n_rows();
+  const std::span<const int32_t> ids = plan.prefill;
+  // The prompt but its last token, scored; then the eviction; then the last token over what is
+  // left (its logits start the reply).
+  if (ids.size() > 1) {
+    const auto head = ids.first(ids.size() - 1);
+    Status st;
+    {
+      std::lock_guard<std::mutex> l(*env_.compute_mu);
+      st = ForwardScored(*env_.model, env_.threads, seq_.get(), head, before, &scores_,
+                         env_.max_batch);
+    }
+    if (!st.ok()) {
+      seq_->Truncate(before);
+      scores_.Truncate(before);
+      return st;
+    }
+    tokens_.insert(tokens_.end(), head.begin(), head.end());
+    for (int32_t id : head) text_.append(env_.Piece(id));
+  }
+  // Rows never scored (the last prompt token, the replies) score 0.
+  if (scores_.n_rows() < before) scores_.AddWeight(0, 0, before - 1, 0.0);
+  const H2oPlan evict = PlanH2o(scores_, *seq_, before, config_);
+  ApplyH2o(evict, seq_.get());
+  KVMEM_RETURN_IF_ERROR(Prefill(ids.last(1), logits));
+  text_.assign(plan.prompt_text);
+  report_ = BaseReport(plan);
+  double read = 0;
+  for (const std::vector<int64_t>& kept : evict.kept) read += static_cast<double>(kept.size());
+  read /= static_cast<double>(std::max<size_t>(evict.kept.size(), 1));
+  const int64_t turn_rows = seq_->n_rows() - before;
+  report_["budget"] = config_.budget;
+  report_["history_rows_read"] = read;  // per (layer, KV head), mean
+  report_["kv_len_decode"] = read + static_cast<double>(turn_rows);
+  return PromptAccount{seq_->n_rows(), plan.kept_rows};
+}
+
+std::vector<std::pair<int64_t, int64_t>> H2oPolicy::Evicted(int layer, int head) const {
+  const int block_rows = pool_->geometry().block_rows;
+  const std::vector<int32_t> slot_of = BlockSlots(*seq_);
+  std::vector<char> live(static_cast<size_t>(seq_->n_rows()), 0);
+  for (const kv::ViewRun& run : seq_->view().list(layer, head)) {
+    const int32_t slot = run.dead() ? -1 : slot_of[run.block];
+    if (slot < 0) continue;
+    for (int32_t j = 0; j < run.n_rows; ++j) {
+      const int64_t i = int64_t{slot} * block_rows + run.first_row + j;
+      if (i < static_cast<int64_t>(live.size())) live[i] = 1;
+    }
+  }
+  std::vector<std::pair<int64_t, int64_t>> out;
+  for (int64_t i = 0; i < static_cast<int64_t>(live.size()); ++i) {
+    if (live[i]) continue;
+    if (!out.empty() && out.back().second == i) {
+      ++out.back().second;
+    } else {
+      out.push_back({i, i + 1});
+    }
+  }
+  return out;
+}
+
+Status H2oPolicy::Commit() {
+  KVMEM_RETURN_IF_ERROR(FullPolicy::Commit());
+  const int n_layers = scores_.n_layers(), n_heads = scores_.n_kv_heads();
+  std::vector<double> all;
+  Json evicted = Json::array();
+  for (int l = 0; l < n_layers; ++l) {
+    for (int g = 0; g < n_heads; ++g) {
+      const std::span<const double> s = scores_.of(l, g);
+      all.insert(all.end(), s.begin(), s.end());
+      Json ranges = Json::array();
+      for (const auto& [b, e] : Evicted(l, g)) {
+        ranges.push_back(b);
+        ranges.push_back(e);
+      }
+      evicted.push_back(std::move(ranges));
+    }
+  }
+  state_ = Json{{"scored_rows", scores_.n_rows()}, {"scores", Base64(all)}, {"evicted", evicted}};
+  return Status::Ok();
+}
+
+Status H2oPolicy::RestoreState(const Json& state) {
+  const int n_layers = scores_.n_layers(), n_heads = scores_.n_kv_heads();
+  const size_t n_lists = static_cast<size_t>(n_layers) * n_heads;
+  const int64_t n_rows = seq_->n_rows();
+  if (!state.contains("scored_rows") || !state["scored_rows"].is_number_integer() ||
+      !state.contains("scores") || !state["scores"].is_string() || !state.contains("evicted") ||
+      !state["evicted"].is_array() || state["evicted"].size() != n_lists) {
+    return Corrupt("h2o state: expected scored_rows, scores and evicted (one list per layer "
+                   "and KV head)");
+  }
+  const int64_t scored = state["scored_rows"].get<int64_t>();
+  if (scored < 0 || scored > n_rows) {
+    return Corrupt("h2o state: scored_rows outside the cache's " + std::to_string(n_rows));
+  }
+  KVMEM_ASSIGN_OR_RETURN(std::vector<double> all, FromBase64(state["scores"].get<std::string>()));
+  if (all.size() != n_lists * static_cast<size_t>(scored)) {
+    return Corrupt("h2o state: scores do not cover scored_rows for every list");
+  }
+  const int block_rows = pool_->geometry().block_rows;
+  for (int l = 0; l < n_layers; ++l) {
+    for (int g = 0; g < n_heads; ++g) {
+      const size_t li = static_cast<size_t>(l) * n_heads + g;
+      scores_.Set(l, g, std::vector<double>(all.begin() + li * scored,
+                                            all.begin() + (li + 1) * scored));
+      const Json& ranges = state["evicted"][li];
+      if (!ranges.is_array() || ranges.size() % 2 != 0) {
+        return Corrupt("h2o state: evicted[" + std::to_string(li) + "] is not a list of pairs");
+      }
+      int64_t prev = 0;
+      for (size_t k = 0; k < ranges.size(); k += 2) {
+        if (!ranges[k].is_number_integer() || !ranges[k + 1].is_number_integer()) {
+          return Corrupt("h2o state: evicted rows must be integers");
+        }
+        const int64_t b = ranges[k].get<int64_t>(), e = ranges[k + 1].get<int64_t>();
+        if (b < prev || e <= b || e > n_rows) {
+          return Corrupt("h2o state: evicted[" + std::to_string(li) +
+                         "] is not ascending ranges within the cache");
+        }
+        prev = e;
+        for (int64_t i = b; i < e;) {
+          const int32_t row = static_cast<int32_t>(i % block_rows);
+          const int n = static_cast<int>(std::min<int64_t>(block_rows - row, e - i));
+          seq_->view().Hide({seq_->blocks()[i / block_rows], row}, n, l, g);
+          i += n;
+        }
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+PersistedMemory H2oPolicy::Persist() const {
+  PersistedMemory p = FullPolicy::Persist();
+  p.state = state_;
+  return p;
+}
+
+}  // namespace kvmem::memory

@@ -1,0 +1,125 @@
+// Every row of the memory-policy table through the same cases (as ops_test runs every ISA): an
+// agent created with the policy, three turns (each prompt resending the conversation), then a
+// runtime restarted on the store answers a fourth turn exactly as the runtime that never
+// stopped (same reply, rows and report); a hostile state blob and a hostile config are refused
+// by the row's own restore and parser with a clear error. The rows' configs are small enough
+// that the tiny model's histories exercise them (memart retrieves, h2o evicts).
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include "agent_runtime_fixture.h"
+#include "memory/policy/policy_table.h"
+
+namespace kvmem::memory {
+namespace {
+
+class PolicyConformanceTest : public testing::AgentRuntimeFixture,
+                              public ::testing::WithParamInterface<std::string> {
+ protected:
+  // The config each row runs with: defaults unless a budget must bite on the tiny histories.
+  static Json ConfigFor(const std::string& policy) {
+    static const std::map<std::string, Json> small = {
+        {"memart", {{"block_size", 8}, {"top_k", 2}}},
+        {"h2o", {{"budget", 12}}},
+    };
+    auto it = small.find(policy);
+    return it == small.end() ? Json::object() : it->second;
+  }
+};
+
+const std::string kTurns[] = {
+    "Ada keeps a red notebook in the top drawer of her desk at home.",
+    " She also owns a green bicycle with a bell and a basket.",
+    " On Sundays she rides it to the market by the river.",
+    " Where is the notebook?",
+};
+
+TEST_P(PolicyConformanceTest, ThreeTurnsRestartAndReplyAsTheLiveRuntime) {
+  const std::string name = GetParam();
+  auto live = Runtime();
+  auto spec = live->ValidateMemory(name, ConfigFor(name));
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  ASSERT_TRUE(live->CreateAgent(ada_, *spec).ok());
+  std::string prompt, reply;
+  for (int t = 0; t < 3; ++t) {
+    prompt += kTurns[t];
+    const TurnResult r = Turn(*live, &ada_, prompt, &reply);
+    EXPECT_GT(r.completion_tokens, 0);
+    EXPECT_EQ(r.kv_tokens, live->Get(ada_)->tokens);
+    prompt += reply;
+  }
+  auto stored = store_->ReadMemory(ada_);
+  ASSERT_TRUE(stored.ok()) << stored.status().ToString();
+  EXPECT_EQ(stored->policy, name);
+  EXPECT_EQ(stored->config, spec->config);
+
+  auto restarted = Runtime();
+  auto listed = restarted->Get(ada_);
+  ASSERT_TRUE(listed.ok()) << listed.status().ToString();
+  EXPECT_EQ(listed->policy, name);
+  EXPECT_EQ(listed->config, spec->config);
+  prompt += kTurns[3];
+  std::string warm_reply, hot_reply;
+  const TurnResult warm = Turn(*restarted, &ada_, prompt, &warm_reply);
+  const TurnResult hot = Turn(*live, &ada_, prompt, &hot_reply);
+  EXPECT_EQ(warm_reply, hot_reply);
+  EXPECT_FALSE(hot_reply.empty());
+  EXPECT_EQ(warm.kv_tokens, hot.kv_tokens);
+  EXPECT_EQ(warm.prompt.prompt_tokens, hot.prompt.prompt_tokens);
+  EXPECT_EQ(warm.prompt.cached_tokens, hot.prompt.cached_tokens);
+  EXPECT_EQ(warm.memory_report, hot.memory_report);
+  EXPECT_EQ(restarted->Get(ada_)->last_turn, warm.memory_report);
+  if (name == "h2o") {  // the budget bit: each list read at most 12 rows of the history
+    EXPECT_LE(hot.memory_report["history_rows_read"].get<double>(), 12.0);
+    EXPECT_GT(hot.memory_report["kv_len_decode"].get<double>(), 12.0);
+  }
+  if (name == "memart") {
+    EXPECT_GT(hot.memory_report["retrieved_rows"].get<int64_t>(), 0);
+  }
+}
+
+TEST_P(PolicyConformanceTest, HostileStateAndConfigAreRefused) {
+  const std::string name = GetParam();
+  auto rt = Runtime();
+  const PolicyKind& kind = **FindPolicyKind(name);
+  auto spec = rt->ValidateMemory(name, ConfigFor(name));
+  ASSERT_TRUE(spec.ok());
+  for (const Json& state : {Json{{"scores", 5}}, Json{{"evicted", {{-1, 3}}}},
+                            Json{{"scored_rows", 1}, {"scores", "!!!!"}, {"evicted", Json::array()}}}) {
+    kv::KvPool pool(model_->kv_geometry(8), 64, {kv::KvFormat::kF16, kv::KvFormat::kF16});
+    StoredMemory hostile;
+    hostile.rows = std::make_unique<kv::KvSequence>(&pool);
+    hostile.state = state;
+    PolicyEnv env;
+    env.model = model_.get();
+    env.tok = &tok_;
+    env.n_ctx = 512;
+    auto p = kind.restore(env, spec->config, &pool, std::move(hostile));
+    EXPECT_EQ(p.status().code(), ErrorCode::kCorrupt) << state.dump();
+    EXPECT_FALSE(p.status().message().empty());
+  }
+  for (const Json& config : {Json{{"no_such_field", 1}}, Json(3), Json{{"budget", -1}},
+                             Json{{"top_k", 1e9}}}) {
+    store::MemoryRecord record;
+    record.policy = name;
+    record.config = config;
+    PolicyEnv env;
+    env.model = model_.get();
+    auto parsed = SpecFromRecord(env, record);
+    EXPECT_EQ(parsed.status().code(), ErrorCode::kCorrupt) << config.dump();
+  }
+}
+
+std::vector<std::string> PolicyNames() {
+  std::vector<std::string> names;
+  for (const PolicyKind& k : PolicyKinds()) names.push_back(k.name);
+  return names;
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryRow, PolicyConformanceTest, ::testing::ValuesIn(PolicyNames()),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace kvmem::memory
