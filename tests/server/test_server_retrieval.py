@@ -1,11 +1,11 @@
-"""A retrieval agent (POST /v1/agents with "memory": "retrieval") over the real model.
+"""A memart agent (POST /v1/agents with "memory": {"policy": "memart"}) over the real model.
 
 The client sends only each new message, as to an assistant that remembers: the server's context
 is 512 tokens, and the agent's history grows well past it while every turn still succeeds,
 prefilling only its own message and reading a bounded number of retrieved history rows (the
 agents API reports them, with the recalled blocks' text). A full agent given the same
 conversation as one prompt is refused: it does not fit. After SIGKILL and a restart the agent is
-still a retrieval agent with the same history, and goes on; a question named by kvmem's
+still a memart agent with the same history, and goes on; a question named by kvmem's
 retrieval_query field alone scores the blocks (the agents API shows which tokens did).
 """
 import json
@@ -43,13 +43,17 @@ def say(url, text, agent):
 class RetrievalAgentTest(unittest.TestCase):
     def first_life(self, srv):
         """Creates the agent and talks past the context; returns its final GET /v1/agents."""
-        body = json.dumps({"id": "ada", "memory": "retrieval",
-                           "retrieval": {"top_k": TOP_K, "block_size": BLOCK}})
-        status, text = srv.request("POST", "/v1/agents", body,
-                                   {"Content-Type": "application/json"})
-        self.assertEqual(status, 200, text)
-        self.assertEqual(json.loads(text)["memory_mode"], "retrieval")
-        self.assertEqual(srv.request("POST", "/v1/agents", body)[0], 409)
+        # Created through the official client's generic request (kvmem's own endpoint).
+        c = openai.OpenAI(base_url=srv.url + "/v1", api_key="unused", max_retries=0)
+        body = {"id": "ada", "memory": {"policy": "memart",
+                                        "config": {"preset": "paper", "top_k": TOP_K,
+                                                   "block_size": BLOCK}}}
+        made = c.post("/agents", body=body, cast_to=object)
+        self.assertEqual(made["memory"]["policy"], "memart")
+        self.assertEqual(made["memory"]["config"]["top_k"], TOP_K)
+        self.assertIsNone(made["last_turn"])
+        with self.assertRaises(openai.ConflictError):
+            c.post("/agents", body=body, cast_to=object)
 
         for fact in FACTS:
             r = say(srv.url, fact, "ada")
@@ -90,7 +94,8 @@ class RetrievalAgentTest(unittest.TestCase):
                 status, text = again.get("/v1/agents/ada")
                 self.assertEqual(status, 200, text)
                 stored = json.loads(text)
-                self.assertEqual(stored["memory_mode"], "retrieval")
+                self.assertEqual(stored["memory"]["policy"], "memart")
+                self.assertEqual(stored["memory"]["config"]["block_size"], BLOCK)
                 self.assertEqual(stored["cached_tokens"], agent["cached_tokens"])
                 r = say(again.url, "What is my locker code?", "ada")
                 self.assertTrue(r.choices[0].message.content)
