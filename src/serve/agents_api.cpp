@@ -57,7 +57,7 @@ Result<AgentCreateRequest> ParseAgentCreateRequest(std::string_view body) {
   if (name) r.policy = *name;
   if (settings != nullptr) {
     if (!settings->is_object()) return TypeError("retrieval", "an object", *settings);
-    if (r.policy != "retrieval" && r.policy != "memart") {
+    if (r.policy != "retrieval") {
       return FieldError("retrieval", "settings for a memory that is not \"retrieval\"");
     }
     r.config = *settings;

@@ -112,7 +112,7 @@ struct AgentInfo {
   int64_t bytes = 0;                  // bytes of those rows where they live now
   CacheTier tier = CacheTier::kWarm;  // kHot: resident in memory; kWarm: only in the store
   std::string kv_format;              // "f16", "q8_0", "q4_0", "kivi4", … (K/V: "q8_0/f16")
-  std::string policy;                 // the memory policy: "full", "memart", "h2o", …
+  std::string policy;                 // the memory policy (GET /v1/policies names them)
   nlohmann::json config = nlohmann::json::object();  // its config, as parsed
   int64_t last_used_unix = 0;  // seconds since the epoch; 0 = never
   nlohmann::json last_turn;    // the policy's report of the latest turn since loaded; null

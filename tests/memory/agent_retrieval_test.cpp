@@ -179,7 +179,7 @@ TEST_F(AgentRetrievalTest, RetrievalQueryNamesTheScoringTokens) {
   // Here the question's tokens alone choose other blocks than the whole message's (the same
   // history otherwise: the range reaches the memory).
   EXPECT_NE(Votes(a.memory_report), Votes(plain.memory_report));
-  EXPECT_EQ(plain.memory_report["scoring_tokens"], (Json{0, msg.size() - 1}));
+  EXPECT_EQ(plain.memory_report["scoring_tokens"], (Json{0, msg.size()}));
   EXPECT_EQ(whole.memory_report["scoring_tokens"], plain.memory_report["scoring_tokens"]);
   EXPECT_EQ(Votes(whole.memory_report), Votes(plain.memory_report));
   EXPECT_EQ(whole_reply, plain_reply);

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <mutex>
 #include <string>
 
 #include "agent_runtime_fixture.h"
@@ -110,6 +111,57 @@ TEST_P(PolicyConformanceTest, HostileStateAndConfigAreRefused) {
     auto parsed = SpecFromRecord(env, record);
     EXPECT_EQ(parsed.status().code(), ErrorCode::kCorrupt) << config.dump();
   }
+}
+
+// A turn that is aborted after its prefill and a few decoded tokens leaves the memory as it was:
+// the next turn computes the same logits and report as over a memory that never saw it.
+TEST_P(PolicyConformanceTest, AbortLeavesTheMemoryAsBefore) {
+  const std::string name = GetParam();
+  const PolicyKind& kind = **FindPolicyKind(name);
+  std::mutex mu;
+  PolicyEnv env;
+  env.model = model_.get();
+  env.tok = &tok_;
+  env.threads = &threads_;
+  env.compute_mu = &mu;
+  env.n_ctx = 512;
+  env.max_batch = 16;
+  auto spec = ParseMemorySpec(env, name, ConfigFor(name));
+  ASSERT_TRUE(spec.ok());
+  const int64_t rows = kind.rows_needed(env, spec->config);
+  kv::KvPool pool_a(model_->kv_geometry(8), static_cast<int>(rows / 8 + 2),
+                    {kv::KvFormat::kF16, kv::KvFormat::kF16});
+  kv::KvPool pool_b(model_->kv_geometry(8), static_cast<int>(rows / 8 + 2),
+                    {kv::KvFormat::kF16, kv::KvFormat::kF16});
+  auto a = kind.create(env, spec->config, &pool_a);
+  auto b = kind.create(env, spec->config, &pool_b);
+  ASSERT_TRUE(a.ok() && b.ok());
+  std::vector<float> la, lb;
+  const std::string p1 = kTurns[0] + kTurns[1];
+  for (MemoryPolicy* p : {a->get(), b->get()}) {
+    auto plan = p->Plan({p1, ""});
+    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+    ASSERT_TRUE(p->Apply(*plan, &la).ok());
+    ASSERT_TRUE(p->Commit().ok());
+  }
+  // a: a turn aborted after three decoded tokens.
+  const std::string p2 = p1 + kTurns[2];
+  auto plan = (*a)->Plan({p2, ""});
+  ASSERT_TRUE(plan.ok());
+  ASSERT_TRUE((*a)->Apply(*plan, &la).ok());
+  for (int32_t t : {70, 71, 72}) ASSERT_TRUE((*a)->Step(t, &la).ok());
+  (*a)->Abort();
+  EXPECT_EQ((*a)->n_rows(), (*b)->n_rows());
+  EXPECT_EQ((*a)->text(), (*b)->text());
+  const std::string p3 = p1 + kTurns[3];
+  auto plan_a = (*a)->Plan({p3, ""});
+  auto plan_b = (*b)->Plan({p3, ""});
+  ASSERT_TRUE(plan_a.ok() && plan_b.ok());
+  EXPECT_EQ(plan_a->prefill, plan_b->prefill);
+  ASSERT_TRUE((*a)->Apply(*plan_a, &la).ok());
+  ASSERT_TRUE((*b)->Apply(*plan_b, &lb).ok());
+  EXPECT_EQ(la, lb);
+  EXPECT_EQ((*a)->Report(), (*b)->Report());
 }
 
 std::vector<std::string> PolicyNames() {

@@ -72,7 +72,7 @@ void AttentionScores::AddWeight(int layer, int head, int64_t row, double w) {
 
 Status ForwardScored(const model::Model& model, ThreadPool* pool, kv::KvSequence* seq,
                      std::span<const int32_t> tokens, int64_t first_pos, AttentionScores* scores,
-                     int max_batch) {
+                     int max_batch, std::vector<float>* logits) {
   const int64_t n = static_cast<int64_t>(tokens.size());
   if (n == 0) return InvalidArgument("no tokens to evaluate");
   engine::ForwardPass fp(model, pool);
@@ -83,8 +83,9 @@ Status ForwardScored(const model::Model& model, ThreadPool* pool, kv::KvSequence
     b.tokens.assign(tokens.begin() + begin, tokens.begin() + end);
     for (int64_t i = begin; i < end; ++i) b.positions.push_back(first_pos + i);
     KVMEM_RETURN_IF_ERROR(fp.Begin(b, seq));
-    // Persistent rows need no Finish (engine::Forward skips it too where no logits are needed).
     while (!fp.done()) fp.StepLayer();
+    // Persistent rows need no Finish (engine::Forward skips it too where no logits are needed).
+    if (logits != nullptr && end == n) fp.Finish(logits);
   }
   return Status::Ok();
 }

@@ -65,9 +65,9 @@ std::vector<int32_t> BlockSlots(const kv::KvSequence& seq);
 
 // engine::Forward's micro-batched pass of `tokens` at positions first_pos.. over seq (rows
 // appended and kept; same micro-batches, so the same K/V rows as Forward), with every layer's
-// attention added to scores. No logits.
+// attention added to scores; logits (may be null) of the last token.
 Status ForwardScored(const model::Model& model, ThreadPool* pool, kv::KvSequence* seq,
                      std::span<const int32_t> tokens, int64_t first_pos, AttentionScores* scores,
-                     int max_batch = 256);
+                     int max_batch = 256, std::vector<float>* logits = nullptr);
 
 }  // namespace kvmem::memory

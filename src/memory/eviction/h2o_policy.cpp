@@ -106,7 +106,8 @@ H2oPolicy::H2oPolicy(const PolicyEnv& env, kv::KvPool* pool, H2oConfig config,
     : FullPolicy(env, pool, std::move(stored.rows), std::move(stored.tokens),
                  std::move(stored.text)),
       config_(config),
-      scores_(env.model->spec()) {}
+      scores_(env.model->spec()),
+      saved_scores_(env.model->spec()) {}
 
 Result<std::unique_ptr<H2oPolicy>> H2oPolicy::Make(const PolicyEnv& env, const Json& config,
                                                    kv::KvPool* pool, StoredMemory stored) {
@@ -121,31 +122,37 @@ Result<PromptAccount> H2oPolicy::Apply(const TurnPlan& plan, std::vector<float>*
   KeepPrefix(plan);
   scores_.Truncate(plan.kept_rows);
   const int64_t before = seq_->n_rows();
-  const std::span<const int32_t> ids = plan.prefill;
+  // What Abort puts back: the lists (eviction hides rows in them) and the scores (the prompt's
+  // attention adds to the history's).
+  saved_scores_ = scores_;
+  saved_lists_.clear();
+  for (int l = 0; l < scores_.n_layers(); ++l) {
+    for (int g = 0; g < scores_.n_kv_heads(); ++g) saved_lists_.push_back(seq_->view().list(l, g));
+  }
   // The prompt but its last token, scored; then the eviction; then the last token over what is
-  // left (its logits start the reply).
-  if (ids.size() > 1) {
-    const auto head = ids.first(ids.size() - 1);
+  // left, scored too (its logits start the reply).
+  const std::span<const int32_t> ids = plan.prefill;
+  const auto run = [&](std::span<const int32_t> part, std::vector<float>* out) -> Status {
+    const int64_t at = seq_->n_rows();
     Status st;
     {
       std::lock_guard<std::mutex> l(*env_.compute_mu);
-      st = ForwardScored(*env_.model, env_.threads, seq_.get(), head, before, &scores_,
-                         env_.max_batch);
+      st = ForwardScored(*env_.model, env_.threads, seq_.get(), part, at, &scores_,
+                         env_.max_batch, out);
     }
-    if (!st.ok()) {
-      seq_->Truncate(before);
-      scores_.Truncate(before);
-      return st;
-    }
-    tokens_.insert(tokens_.end(), head.begin(), head.end());
-    for (int32_t id : head) text_.append(env_.Piece(id));
-  }
-  // Rows never scored (the last prompt token, the replies) score 0.
+    if (!st.ok()) return st;
+    tokens_.insert(tokens_.end(), part.begin(), part.end());
+    for (int32_t id : part) text_.append(env_.Piece(id));
+    return Status::Ok();
+  };
+  if (ids.size() > 1) KVMEM_RETURN_IF_ERROR(run(ids.first(ids.size() - 1), nullptr));
+  // Rows never scored (the replies) score 0.
   if (scores_.n_rows() < before) scores_.AddWeight(0, 0, before - 1, 0.0);
   const H2oPlan evict = PlanH2o(scores_, *seq_, before, config_);
   ApplyH2o(evict, seq_.get());
-  KVMEM_RETURN_IF_ERROR(Prefill(ids.last(1), logits));
+  KVMEM_RETURN_IF_ERROR(run(ids.last(1), logits));
   text_.assign(plan.prompt_text);
+  kept_ = evict.kept;
   report_ = BaseReport(plan);
   double read = 0;
   for (const std::vector<int64_t>& kept : evict.kept) read += static_cast<double>(kept.size());
@@ -155,6 +162,33 @@ Result<PromptAccount> H2oPolicy::Apply(const TurnPlan& plan, std::vector<float>*
   report_["history_rows_read"] = read;  // per (layer, KV head), mean
   report_["kv_len_decode"] = read + static_cast<double>(turn_rows);
   return PromptAccount{seq_->n_rows(), plan.kept_rows};
+}
+
+void H2oPolicy::Abort() {
+  FullPolicy::Abort();
+  if (saved_lists_.empty()) return;
+  scores_ = saved_scores_;
+  size_t i = 0;
+  for (int l = 0; l < scores_.n_layers(); ++l) {
+    for (int g = 0; g < scores_.n_kv_heads(); ++g) seq_->view().mutable_head(l, g) = saved_lists_[i++];
+  }
+  saved_lists_.clear();
+}
+
+Json H2oPolicy::Detail() const {
+  Json lists = Json::array();
+  for (const std::vector<int64_t>& rows : kept_) {
+    Json flat = Json::array();
+    for (size_t k = 0; k < rows.size();) {
+      size_t e = k + 1;
+      while (e < rows.size() && rows[e] == rows[e - 1] + 1) ++e;
+      flat.push_back(rows[k]);
+      flat.push_back(rows[e - 1] + 1);
+      k = e;
+    }
+    lists.push_back(std::move(flat));
+  }
+  return Json{{"kept", std::move(lists)}};
 }
 
 std::vector<std::pair<int64_t, int64_t>> H2oPolicy::Evicted(int layer, int head) const {
@@ -183,6 +217,7 @@ std::vector<std::pair<int64_t, int64_t>> H2oPolicy::Evicted(int layer, int head)
 
 Status H2oPolicy::Commit() {
   KVMEM_RETURN_IF_ERROR(FullPolicy::Commit());
+  saved_lists_.clear();
   const int n_layers = scores_.n_layers(), n_heads = scores_.n_kv_heads();
   std::vector<double> all;
   Json evicted = Json::array();

@@ -7,7 +7,7 @@
 // them: the cache keeps every row at its position, so the next turn's prompt still matches the
 // cached prefix, and the rows each token reads stay bounded by budget + the turn. (H2O evicts
 // once per generated token; here once per turn, before the reply, as the LoCoMo evaluation ran
-// it; reply tokens are not scored.) The state (scores and evicted rows) persists with the cache.
+// it; reply tokens are not scored. Abort puts the evicted rows back.) The state (scores and evicted rows) persists with the cache.
 // Thread-safety: as MemoryPolicy.
 #pragma once
 
@@ -29,6 +29,10 @@ class H2oPolicy : public FullPolicy {
 
   Result<PromptAccount> Apply(const TurnPlan& plan, std::vector<float>* logits) override;
   Status Commit() override;
+  void Abort() override;
+  // {"kept": [[begin, end, ...] per (layer, KV head)]}: the history rows (storage indices) the
+  // last turn's lists kept.
+  Json Detail() const override;
   PersistedMemory Persist() const override;
 
  private:
@@ -39,6 +43,10 @@ class H2oPolicy : public FullPolicy {
 
   H2oConfig config_;
   AttentionScores scores_;
+  // The open turn's: the scores and (layer, KV head) lists before it; the rows its lists kept.
+  AttentionScores saved_scores_;
+  std::vector<std::vector<kv::ViewRun>> saved_lists_;
+  std::vector<std::vector<int64_t>> kept_;
   Json state_;  // Persist's, rebuilt at each Commit
 };
 

@@ -66,6 +66,8 @@ void FullPolicy::KeepPrefix(const TurnPlan& plan) {
   }
   tokens_.resize(plan.kept_rows);
   text_.resize(plan.kept_text_bytes);
+  turn_rows_ = plan.kept_rows;
+  turn_text_ = plan.kept_text_bytes;
 }
 
 Status FullPolicy::Prefill(std::span<const int32_t> ids, std::vector<float>* logits) {
@@ -121,10 +123,18 @@ Status FullPolicy::Step(int32_t token, std::vector<float>* logits) {
 
 Status FullPolicy::Commit() {
   report_["kv_rows"] = seq_->n_rows();
+  turn_rows_ = -1;
   return Status::Ok();
 }
 
-void FullPolicy::Abort() { seq_->Truncate(static_cast<int64_t>(tokens_.size())); }
+void FullPolicy::Abort() {
+  if (turn_rows_ >= 0) {
+    tokens_.resize(static_cast<size_t>(turn_rows_));
+    text_.resize(turn_text_);
+  }
+  seq_->Truncate(static_cast<int64_t>(tokens_.size()));
+  turn_rows_ = -1;
+}
 
 PersistedMemory FullPolicy::Persist() const {
   PersistedMemory p;

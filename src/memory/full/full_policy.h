@@ -36,7 +36,8 @@ class FullPolicy : public MemoryPolicy {
   size_t bytes_in_use() const override { return pool_->bytes_in_use(); }
 
  protected:
-  // The plan's rows before its prefill: the kept prefix (a new sequence when none is kept).
+  // The plan's rows before its prefill: the kept prefix (a new sequence when none is kept),
+  // where the turn begins.
   void KeepPrefix(const TurnPlan& plan);
   // Prefills `ids` after the sequence's rows (micro-batched, under the compute lock), their
   // tokens and pieces appended as each micro-batch lands; logits of the last. On error the
@@ -47,6 +48,9 @@ class FullPolicy : public MemoryPolicy {
 
   const PolicyEnv& env_;
   kv::KvPool* pool_;
+  // Where the open turn's rows and text begin (Abort cuts back to them); -1: no turn.
+  int64_t turn_rows_ = -1;
+  size_t turn_text_ = 0;
   std::unique_ptr<kv::KvSequence> seq_;
   std::vector<int32_t> tokens_;  // ids of seq_'s rows, in order
   std::string text_;             // what those tokens spell (the rendered conversation so far)

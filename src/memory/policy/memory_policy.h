@@ -17,8 +17,8 @@
 //            around each forward pass) and leaves the turn open. On error the turn is aborted.
 //   Step     feeds one generated token (decode), only while the turn is open and CanStep().
 //   Commit   ends the turn with the prompt and the reply as part of the memory.
-//   Abort    ends the turn leaving a valid memory (at most what it held before the turn; a
-//            policy whose memory is a cache of the prompt may keep less).
+//   Abort    ends the turn with the memory as it was before it (a cache whose prompt diverged
+//            keeps only the prefix the plan kept: the rest is in the client's prompt).
 //   Persist  a view of what the store saves, valid until the next non-const call.
 //   Report   the last turn's account, JSON (null before the first turn since creation/restore).
 // Policies are created and restored through the table (policy_table.h), never by name here.
@@ -117,6 +117,9 @@ class MemoryPolicy {
 
   virtual PersistedMemory Persist() const = 0;
   virtual Json Report() const = 0;
+  // What the last turn read, in full (rows per layer or per KV head), for the evaluation's
+  // evidence recall; too large for the API's last_turn. Null when the policy reads every row.
+  virtual Json Detail() const { return nullptr; }
 
   // The conversation the memory holds as text ("" when empty): a client that keeps no history
   // extends it.

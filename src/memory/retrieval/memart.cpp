@@ -338,7 +338,8 @@ Status MemArtMemory::ResetWorking(int64_t r_rows) {
 }
 
 Status MemArtMemory::RunQuery(std::span<const int32_t> tokens, ThreadPool* pool,
-                              const ChooseRows& choose, int last_layer, bool observe) {
+                              const ChooseRows& choose, int last_layer, bool observe,
+                              std::vector<float>* logits) {
   const model::ModelSpec& spec = model_.spec();
   engine::Batch batch;
   batch.tokens.assign(tokens.begin(), tokens.end());
@@ -363,14 +364,15 @@ Status MemArtMemory::RunQuery(std::span<const int32_t> tokens, ThreadPool* pool,
   if (Status st = fp.Begin(batch, working_.get()); !st.ok()) return st;
   for (int l = 0; l <= last_layer && !fp.done(); ++l) fp.StepLayer();
   if (fp.done()) {
-    std::vector<float> logits;
-    fp.Finish(&logits);
+    std::vector<float> discarded;
+    fp.Finish(logits != nullptr ? logits : &discarded);
   }
   return Status::Ok();
 }
 
 Status MemArtMemory::BeginTurn(std::span<const int32_t> tokens, ThreadPool* pool,
-                               RetrievalReport* report, TokenRange scoring) {
+                               RetrievalReport* report, TokenRange scoring,
+                               std::vector<float>* logits) {
   if (in_turn_) return FailedPrecondition("memart: a turn is already open");
   const auto n_query = static_cast<int64_t>(tokens.size());
   if (scoring.end < 0) scoring.end = n_query;
@@ -477,7 +479,8 @@ Status MemArtMemory::BeginTurn(std::span<const int32_t> tokens, ThreadPool* pool
       if (config_.coupled_positions) CoupleLayerView(l, rows);
     }
   } else if (config_.retrieval_heads.empty() || k_eff == 0) {
-    if (Status st = RunQuery(tokens, pool, record(per_layer), spec.n_layers - 1, true); !st.ok()) {
+    if (Status st = RunQuery(tokens, pool, record(per_layer), spec.n_layers - 1, true, logits);
+        !st.ok()) {
       return fail(st, "memart: query prefill");
     }
   } else {
@@ -510,7 +513,7 @@ Status MemArtMemory::BeginTurn(std::span<const int32_t> tokens, ThreadPool* pool
       }
       return chosen;
     };
-    if (Status st = RunQuery(tokens, pool, scouting, last, false); !st.ok()) {
+    if (Status st = RunQuery(tokens, pool, scouting, last, false, nullptr); !st.ok()) {
       return fail(st, "memart: retrieval heads' pass");
     }
     // Pass 2: every layer reads the retrieval heads' choice.
@@ -523,7 +526,8 @@ Status MemArtMemory::BeginTurn(std::span<const int32_t> tokens, ThreadPool* pool
     if (!config_.coupled_positions) first_query_pos_ = r_rows;
     if (Status st = ResetWorking(r_rows); !st.ok()) return fail(st, "memart: turn");
     auto shared = [&](int, const float*, int) { return chosen; };
-    if (Status st = RunQuery(tokens, pool, record(shared), spec.n_layers - 1, true); !st.ok()) {
+    if (Status st = RunQuery(tokens, pool, record(shared), spec.n_layers - 1, true, logits);
+        !st.ok()) {
       return fail(st, "memart: query prefill");
     }
   }

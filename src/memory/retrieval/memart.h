@@ -162,8 +162,9 @@ class MemArtMemory {
   // tokens whose Q rows score the blocks (a deviation: e.g. a message's content without the
   // chat template's wrapper); all of them by default. InvalidArgument when it is not a
   // non-empty range inside `tokens`. On failure nothing is left in the working sequence.
+  // logits, when given and tokens are not empty: (n_vocab) of the last token.
   Status BeginTurn(std::span<const int32_t> tokens, ThreadPool* pool, RetrievalReport* report,
-                   TokenRange scoring = {});
+                   TokenRange scoring = {}, std::vector<float>* logits = nullptr);
   // The working sequence of the current turn: decode continues on it at n_rows() (positions
   // R + |tokens| .., or N + |tokens| .. when coupled).
   kv::KvSequence* working() { return working_.get(); }
@@ -208,10 +209,11 @@ class MemArtMemory {
   Status ResetWorking(int64_t r_rows);
   // Prefills `tokens` after the R working rows, calling choose(layer, position-free q, n) for
   // the history rows each layer reads, through layer `last_layer` (the query is abandoned after it
-  // when that is not the model's last layer); `observe`: the query observer sees this pass.
+  // when that is not the model's last layer); `observe`: the query observer sees this pass;
+  // logits (may be null) of the last token when the pass reaches the last layer.
   using ChooseRows = std::function<std::vector<RowSpan>(int layer, const float* q, int n)>;
   Status RunQuery(std::span<const int32_t> tokens, ThreadPool* pool, const ChooseRows& choose,
-                  int last_layer, bool observe);
+                  int last_layer, bool observe, std::vector<float>* logits);
 
   const model::Model& model_;
   kv::KvPool* pool_;

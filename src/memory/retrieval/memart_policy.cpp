@@ -221,12 +221,8 @@ Result<TokenRange> MemArtPolicy::FocusTokens(std::string_view query_text,
     return InvalidArgument("'retrieval_query' is not in what the prompt adds to the agent's "
                            "conversation (" + span.status().message() + ")");
   }
-  // The last token is decoded from, not prefilled: the scoring tokens end before it.
-  const int64_t last = static_cast<int64_t>(ids.size()) - 1;
-  const TokenRange r{lead + span->begin, std::min(lead + span->end, last)};
-  if (r.begin >= r.end) {
-    return InvalidArgument("'retrieval_query' covers no prefilled token of the prompt");
-  }
+  const TokenRange r{lead + span->begin, lead + span->end};
+  if (r.begin >= r.end) return InvalidArgument("'retrieval_query' covers no token of the prompt");
   return r;
 }
 
@@ -280,7 +276,7 @@ Json MemArtPolicy::TurnReport(const RetrievalReport& rep, const TurnPlan& plan) 
          {"retrieved_rows", rep.retrieved_rows},
          {"prefill_tokens", n},
          {"kv_len_decode", memart_->working()->n_rows()},
-         {"scoring_tokens", {plan.focus.begin, plan.focus.end < 0 ? n - 1 : plan.focus.end}},
+         {"scoring_tokens", {plan.focus.begin, plan.focus.end < 0 ? n : plan.focus.end}},
          {"preset", config_.at("preset")},
          {"blocks", std::move(blocks)}};
   if (report_.contains("note")) r["note"] = report_["note"];
@@ -292,20 +288,15 @@ Result<PromptAccount> MemArtPolicy::Apply(const TurnPlan& plan, std::vector<floa
   RetrievalReport rep;
   {
     std::lock_guard<std::mutex> l(*env_.compute_mu);
-    KVMEM_RETURN_IF_ERROR(
-        memart_->BeginTurn(ids.first(ids.size() - 1), env_.threads, &rep, plan.focus));
-    Status st = memart_->working()->n_rows() + 1 >= env_.n_ctx
-                    ? OutOfRange("the retrieved history (" + std::to_string(rep.retrieved_rows) +
-                                 " rows) and the prompt's " + std::to_string(ids.size()) +
-                                 " new tokens do not fit the context of " +
-                                 std::to_string(env_.n_ctx))
-                    : engine::Forward(*env_.model, env_.threads, memart_->working(), ids.last(1),
-                                      memart_->next_position(), false, logits);
-    if (!st.ok()) {
-      (void)memart_->EndTurn(/*keep=*/false);
-      return st;
-    }
+    KVMEM_RETURN_IF_ERROR(memart_->BeginTurn(ids, env_.threads, &rep, plan.focus, logits));
   }
+  if (memart_->working()->n_rows() >= env_.n_ctx) {
+    (void)memart_->EndTurn(/*keep=*/false);
+    return OutOfRange("the retrieved history (" + std::to_string(rep.retrieved_rows) +
+                      " rows) and the prompt's " + std::to_string(ids.size()) +
+                      " new tokens do not fit the context of " + std::to_string(env_.n_ctx));
+  }
+  rows_read_ = rep.rows;
   report_ = TurnReport(rep, plan);
   // The turn's tokens and text as they join the history: the query, then each kept reply token.
   turn_tokens_.assign(ids.begin(), ids.end());
@@ -355,6 +346,19 @@ void MemArtPolicy::Abort() {
   turn_tokens_.clear();
   turn_text_.clear();
   turn_ends_.clear();
+}
+
+Json MemArtPolicy::Detail() const {
+  Json layers = Json::array();
+  for (const std::vector<RowSpan>& spans : rows_read_) {
+    Json flat = Json::array();
+    for (const RowSpan& s : spans) {
+      flat.push_back(s.begin);
+      flat.push_back(s.end);
+    }
+    layers.push_back(std::move(flat));
+  }
+  return Json{{"rows_read", std::move(layers)}};
 }
 
 PersistedMemory MemArtPolicy::Persist() const {

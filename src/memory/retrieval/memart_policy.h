@@ -43,6 +43,8 @@ class MemArtPolicy : public MemoryPolicy {
   void Abort() override;
   PersistedMemory Persist() const override;
   Json Report() const override { return report_; }
+  // {"rows_read": [[begin, end, ...] per layer]}: the history rows each layer read.
+  Json Detail() const override;
   std::string_view text() const override { return text_; }
   std::span<const int32_t> context_tokens() const override { return context_; }
   int64_t n_rows() const override { return memart_->history_rows(); }
@@ -74,6 +76,7 @@ class MemArtPolicy : public MemoryPolicy {
   std::vector<size_t> turn_ends_;
   std::vector<int32_t> context_;
   Json report_;
+  std::vector<std::vector<RowSpan>> rows_read_;  // (n_layers) of the last turn
 };
 
 }  // namespace kvmem::memory

@@ -14,7 +14,7 @@
 //    "blocks": [{"file": "kv-<32 hex>.safetensors", "n_rows": 256, "first_pos": 0,
 //                "xxh3_128": "<32 hex>", "bytes": 123456, "released_layers": [0, 1]}, ...],
 //    "last_use_unix_ms": 1763700000000,
-//    "memory": {"policy": "memart", "config": {...}, "state": {...}}
+//    "memory": {"policy": "<name>", "config": {...}, "state": {...}}
 //                                             (optional; absent = {"policy": "full"}; config and
 //                                              state are the policy's own, opaque here)
 //
