@@ -3,9 +3,9 @@
 // reachable through `kvmem serve` as tenant "default"). Each turn extends the conversation text
 // the cache holds, so only the new user message and the template's markers are prefilled.
 // --memory NAME --memory-config JSON chooses the memory policy of a new agent
-// (memory/policy/policy_table.h), e.g. memart, whose turns read only the history blocks their
-// attention retrieves, so the conversation can grow past the context; each turn prints the
-// policy's account, and --show-recall the memory it recalled.
+// (memory/policy/policy_table.h; GET /v1/policies lists them), e.g. one whose turns read only
+// the history blocks their attention retrieves, so the conversation can grow past the context;
+// each turn prints the policy's account, and --show-recall the memory it recalled.
 #include <algorithm>
 #include <cstdio>
 #include <iostream>

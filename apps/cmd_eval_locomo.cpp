@@ -20,6 +20,8 @@
 #include "eval/locomo_qa.h"
 #include "eval/progress.h"
 #include "memory/embed/sentence_encoder.h"
+#include "memory/store/agent_store.h"
+#include "memory/store/fingerprint.h"
 
 namespace kvmem::app {
 namespace {
@@ -35,6 +37,7 @@ struct LocomoOptions {
   int ingest_window = 0;  // eval::LocomoQaOptions::ingest_window
   int head_report = 0;  // > 0: the per-head evidence tally, top K (eval/evidence_heads.h)
   std::vector<std::string> retrieval_heads;  // memart-heads: "LAYER.HEAD" each
+  std::string memart_config = "{}";          // memart/model, memart/paper
   std::string cache_type_k = "f16", cache_type_v = "f16";
   std::string json_out;
   std::string answers_out;  // JSON lines, one per answered question
@@ -102,6 +105,12 @@ int Run(LocomoOptions o) {
     if (!h.ok()) return Fail(h.status().WithContext("--retrieval-heads"));
     o.sweep.retrieval_heads.push_back(*h);
   }
+  o.sweep.ingest_window = o.ingest_window;
+  o.sweep.head_tally = o.head_report > 0;
+  o.sweep.memart_config = memory::Json::parse(o.memart_config, nullptr, false);
+  if (o.sweep.memart_config.is_discarded() || !o.sweep.memart_config.is_object()) {
+    return Fail(InvalidArgument("--memart-config must be a JSON object"));
+  }
   auto methods = eval::ExpandLocomoMethods(o.sweep);
   if (!methods.ok()) return Fail(methods.status());
   auto convs = eval::LoadLocomoData(o.data);
@@ -114,6 +123,12 @@ int Run(LocomoOptions o) {
   if (!mt.ok()) return Fail(mt.status());
   const model::Model& model = *mt->model;
   eval::LocomoQaOptions qo;
+  // The memart policy's per-model presets: shipped, or calibrated into the default store.
+  auto fingerprint =
+      memory::store::ModelFingerprint(o.model.empty() ? DefaultModelPath() : o.model);
+  if (!fingerprint.ok()) return Fail(fingerprint.status());
+  qo.model_fingerprint = *fingerprint;
+  if (auto root = memory::store::DefaultStoreRoot(); root.ok()) qo.presets_dir = *root + "/presets";
   qo.answer_tokens = o.answer_tokens;
   qo.ingest_window = o.ingest_window;
   qo.limit = o.concat ? 0 : o.limit;  // --concat applied it per source conversation
@@ -140,10 +155,10 @@ int Run(LocomoOptions o) {
   std::optional<eval::EvidenceHeads> heads;
   if (o.head_report > 0) {
     auto first = std::find_if(methods->begin(), methods->end(), [](const eval::LocomoMethod& m) {
-      return m.kind == eval::LocomoMethodKind::kMemArt;
+      return m.kind == eval::LocomoMethodKind::kMemArt && m.policy.empty();
     });
     if (first == methods->end()) {
-      return Fail(InvalidArgument("--head-report needs a memart method (--methods memart)"));
+      return Fail(InvalidArgument("--head-report needs a memart sweep method (--methods memart)"));
     }
     heads.emplace(model.spec().n_layers, model.spec().n_heads, o.head_report);
     qo.evidence_heads = &*heads;
@@ -233,9 +248,16 @@ void AddEvalLocomoCommand(CLI::App& eval) {
                   "LoCoMo .json files or directories (default: $KVMEM_DATA/locomo, else "
                   "../shared/data/locomo)");
   cmd->add_option("--methods", o->sweep.names,
-                  "full, memart, memart-coupled, memart-heads, memart-heads-text (the heads' "
-                  "blocks read as text: a diagnostic), bm25, embed, h2o")
+                  "full, memart (a sweep of --k, --bs, --strategies, ...), memart/model and "
+                  "memart/paper (the memart policy on that preset, --memart-config over it), "
+                  "memart-coupled, memart-heads, memart-heads-text (the heads' blocks read as "
+                  "text: a diagnostic), bm25, embed, h2o; full, h2o and memart run as the "
+                  "server's agent policies")
       ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--memart-config", o->memart_config,
+                  "memart/model, memart/paper: config fields over the preset (JSON object, "
+                  "GET /v1/policies lists them)")
       ->capture_default_str();
   cmd->add_option("--k", o->sweep.top_k, "MemArt blocks retrieved per layer (a sweep)")
       ->delimiter(',')

@@ -11,6 +11,7 @@ void AddIdsCommands(CLI::App& app);
 void AddServeCommand(CLI::App& app);
 void AddChatCommand(CLI::App& app);
 void AddInspectCommand(CLI::App& app);
+void AddCalibrateCommand(CLI::App& app);
 // `bench`: llama-bench-like speed tests against a measured roofline.
 void AddBenchCommand(CLI::App& app);
 // `eval` and its subcommands (`eval kvquant`).

@@ -50,6 +50,7 @@
 #include "kv/kv_format.h"
 #include "memory/embed/sentence_encoder.h"
 #include "memory/eviction/h2o.h"
+#include "memory/policy/policy_table.h"
 #include "memory/retrieval/memart.h"
 #include "model/model.h"
 #include "tokenizer/chat_template.h"
@@ -66,9 +67,16 @@ enum class LocomoMethodKind { kFull, kMemArt, kBm25, kEmbed, kH2O };
 enum class ScoreSpan { kPrompt, kContent, kQuestion };
 
 struct LocomoMethod {
-  // e.g. "full", "memart/softmax-sum/bs16/k32", "bm25/k10", "embed/k10", "h2o/b256"
+  // e.g. "full", "memart/softmax-sum/bs16/k32", "memart/model", "bm25/k10", "embed/k10",
+  // "h2o/b256"
   std::string name;
   LocomoMethodKind kind = LocomoMethodKind::kFull;
+  // The agent memory policy and config the method runs (policy_qa.h: the server's turn code);
+  // empty for the text baselines and for MemArt deviations the policy does not offer
+  // (memart-coupled, memart-heads-text, turn-bounded or whole turns, -centre scores, an ingest
+  // window, the head tally), which run on MemArtMemory directly.
+  std::string policy;
+  memory::Json config;
   memory::MemArtConfig memart;  // kMemArt
   // kMemArt, memart-heads-text (a diagnostic): the blocks the retrieval heads choose are read as
   // text, their tokens prefilled afresh before the question, instead of as their stored KV. The
@@ -94,6 +102,9 @@ struct LocomoQaOptions {
   // instead (top_k 0, keep_last W: a sliding window, as a chunked prefill of a long text would),
   // and the questions then retrieve with each method's config.
   int ingest_window = 0;
+  // Per-model presets of the memart policy (policy_qa.h).
+  std::string model_fingerprint;
+  std::string presets_dir;
   // Called after each ingested turn and each answered question: units done of total, and what.
   std::function<void(int64_t done, int64_t total, const std::string& what)> progress;
 };
@@ -114,8 +125,10 @@ struct LocomoMethodResult {
   double ingest_seconds = 0;     // full, memart, h2o: feeding the history
 };
 
-// The methods a command line names: `names` from {full, memart, memart-coupled, memart-heads,
-// memart-heads-text, bm25, embed, h2o}; memart expands to every block size x strategy x top_k
+// The methods a command line names: `names` from {full, memart, memart/model, memart/paper,
+// memart-coupled, memart-heads, memart-heads-text, bm25, embed, h2o}; memart/model and
+// memart/paper are the memart policy on that preset with memart_config over it, the question
+// scoring (as the presets were evaluated); memart expands to every block size x strategy x top_k
 // (memart-coupled likewise, with coupled positions; memart-heads with the retrieval heads, and
 // memart-heads-text reading their blocks as text) and neighbors, bm25 and embed to every k of
 // theirs, h2o to every budget. Names: "full", "memart/<strategy>/bs<BS>/k<K>" ("/nb<N>" added
@@ -148,6 +161,12 @@ struct LocomoSweep {
   // memart: which prompt tokens score the blocks (ScoreSpan), a sweep of "prompt", "content"
   // and "question".
   std::vector<std::string> score_spans = {"prompt"};
+  // memart/model and memart/paper: config fields over the preset (a JSON object).
+  memory::Json memart_config = memory::Json::object();
+  // Set when the run writes an ingest window or tallies heads (LocomoQaOptions): the memart
+  // methods then run on MemArtMemory directly.
+  int ingest_window = 0;
+  bool head_tally = false;
 };
 Result<std::vector<LocomoMethod>> ExpandLocomoMethods(const LocomoSweep& sweep);
 
@@ -158,8 +177,10 @@ Result<std::vector<LocomoMethod>> ExpandLocomoMethods(const LocomoSweep& sweep);
 // first byte, as a word's leading space does, counts as the text's). Internal when the question
 // is empty or the texts do not begin and end at token boundaries (up to such a straddling token).
 struct QuestionPrompt {
+  std::string text;  // rendered
   std::vector<int32_t> tokens;
   memory::TokenRange content, question;
+  std::string content_text, question_text;  // as the tokens' ranges were found (trimmed)
 };
 Result<QuestionPrompt> BuildQuestionPrompt(const tokenizer::ChatTemplate& tmpl,
                                            const tokenizer::Tokenizer& tok,
@@ -174,10 +195,12 @@ struct QaRecord {
 
 using QaCallback = std::function<void(const QaRecord&)>;
 
-// Runs the methods over the conversations. Methods of kind memart that share a block size share
-// one ingested history per conversation (ingested with the first such method's config, or with
-// options.ingest_window); the
-// h2o methods share one prefilled, scored history per conversation.
+// Runs the methods over the conversations. A method with a policy is an agent of that policy
+// (policy_qa.h) per conversation: full and h2o are sent the history that fits the window as one
+// prompt, then each question after it; memart is sent the history turn by turn (each joins its
+// memory), then each question alone. The MemArt deviations that share a block size share one
+// ingested history per conversation (ingested with the first such method's config, or with
+// options.ingest_window).
 Result<std::vector<LocomoMethodResult>> RunLocomoQa(
     const model::Model& model, const tokenizer::Tokenizer& tok, ThreadPool* pool,
     const std::vector<LocomoConversation>& convs, const std::vector<LocomoMethod>& methods,

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""scripts/locomo_summary.py and scripts/locomo_paired.py on answer lines written by hand, against
-means computed by hand: null recall left out, categories apart, tags, a question answered twice
-refused; the paired mean difference over the questions both methods answered."""
+"""scripts/locomo_summary.py, scripts/locomo_paired.py and scripts/locomo_compare.py on answer
+lines written by hand, against means computed by hand: null recall left out, categories apart,
+tags, a question answered twice refused; the paired mean difference over the questions both
+methods answered; two runs compared answer by answer (equal predictions, largest NLL gap)."""
 import gzip
 import json
 import os
@@ -81,6 +82,26 @@ class LocomoScripts(unittest.TestCase):
         # n minus m over c1's questions 0 and 1: (2.5 - 2.0 + 3.0 - 4.0) / 2
         self.assertEqual(cells[1], "2")
         self.assertAlmostEqual(float(cells[2]), -0.25)
+
+
+class LocomoCompare(unittest.TestCase):
+    def test_counts_equal_predictions_and_the_largest_nll_gap(self):
+        with tempfile.TemporaryDirectory() as d:
+            a, b = os.path.join(d, "a.jsonl"), os.path.join(d, "b.jsonl")
+            with open(a, "w") as f:
+                f.write(line("m", "c1", 0, 1, 1.0, 2.0) + "\n" + line("m", "c1", 1, 2, None, 4.0))
+            changed = json.loads(line("m", "c1", 1, 2, None, 4.00003))
+            changed["prediction"] = "other"
+            with open(b, "w") as f:
+                f.write(line("m", "c1", 0, 1, 1.0, 2.0) + "\n" + json.dumps(changed))
+            r = run("locomo_compare.py", a, b)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            row = [l for l in r.stdout.splitlines() if l.startswith("| m |")][0]
+            cells = [c.strip() for c in row.strip("|").split("|")]
+            self.assertEqual(cells[1:4], ["2", "1", "3.00e-05"])
+            self.assertEqual(cells[6], "1 / 1")  # recall: the null one left out
+            self.assertEqual(run("locomo_compare.py", a, b, "--nll-tol", "1e-4").returncode, 1)
+            self.assertEqual(run("locomo_compare.py", a, a, "--nll-tol", "0").returncode, 0)
 
 
 if __name__ == "__main__":
