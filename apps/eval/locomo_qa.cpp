@@ -812,6 +812,15 @@ Result<std::vector<LocomoMethodResult>> RunLocomoQa(
     const model::Model& model, const tokenizer::Tokenizer& tok, ThreadPool* pool,
     const std::vector<LocomoConversation>& convs, const std::vector<LocomoMethod>& methods,
     const LocomoQaOptions& options, const QaCallback& on_answer) {
+  for (const LocomoMethod& m : methods) {
+    const bool tallied = options.evidence_heads != nullptr && m.name == options.evidence_heads_method;
+    if (m.kind == LocomoMethodKind::kMemArt && !m.policy.empty() &&
+        (options.ingest_window > 0 || tallied)) {
+      return InvalidArgument("locomo: " + m.name + " runs as the memart policy, which offers no " +
+                             (tallied ? "head tally" : "ingest window") +
+                             " (LocomoSweep::head_tally, ingest_window)");
+    }
+  }
   std::vector<LocomoMethodResult> results(methods.size());
   for (size_t i = 0; i < methods.size(); ++i) results[i].method = methods[i].name;
   Runner runner(model, tok, pool, options, on_answer);
