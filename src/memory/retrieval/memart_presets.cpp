@@ -22,7 +22,7 @@ struct ShippedPreset {
 constexpr ShippedPreset kShipped[] = {
     {"1dff70ef9e211d0ab8951aa641e75aa1", "SmolLM2-135M-Instruct Q4_1",
      {"15.6", "18.6", "12.8", "5.2", "14.3"}},
-    {"0d0a4f4e7c6b3f1f5e0a8a9c1b2d3e4f", "Gemma-3-270M Q4_K_M",
+    {"24a425df14b444ea9334a390523ab4e2", "Gemma-3-270M Q4_K_M",
      {"5.2", "7.1", "11.3", "5.1", "11.2"}},
 };
 
