@@ -18,7 +18,7 @@
 #include "eval/locomo.h"
 #include "eval/locomo_qa.h"
 #include "eval/progress.h"
-#include "memory/retrieval/memart_policy.h"
+#include "memory/policy/policy_table.h"
 #include "memory/retrieval/memart_presets.h"
 #include "memory/store/agent_store.h"
 #include "memory/store/fingerprint.h"
@@ -102,7 +102,9 @@ int Run(const CalibrateOptions& o) {
   // The preset must parse as a memart config of this model before it is written.
   memory::Json check = preset;
   check["preset"] = "paper";
-  if (auto c = memory::MemArtConfigOf(check); !c.ok()) return Fail(c.status());
+  memory::PolicyEnv env;
+  env.model = mt->model.get();
+  if (auto c = memory::ParseMemorySpec(env, "memart", check); !c.ok()) return Fail(c.status());
   const std::string dir = root + "/presets";
   if (Status st = memory::WriteCalibratedPreset(dir, *fingerprint, preset); !st.ok()) {
     return Fail(st);

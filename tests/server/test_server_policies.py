@@ -6,10 +6,13 @@ names the valid policies or the field; the request shape before policies ("memor
 "retrieval" with "retrieval" settings) still creates a memart agent; an h2o agent's turns read
 at most its budget of history rows per (layer, KV head) while its prompt keeps matching the
 cache (cached_tokens grow); `kvmem serve --memory memart` gives agents a chat request creates
-the memart policy, with this model's shipped preset (retrieval heads).
+the memart policy, with this model's shipped preset (retrieval heads); `kvmem calibrate memart`
+on a small conversation writes a preset of valid heads that then overrides the shipped one.
 """
 import json
 import os
+import re
+import subprocess
 import sys
 import tempfile
 import unittest
@@ -93,6 +96,44 @@ class PoliciesTest(unittest.TestCase):
             with self.assertRaises(RuntimeError) as failed:
                 server_util.Server(store, extra=["--memory", "nope"])
             self.assertIn("none, full, memart, h2o", str(failed.exception))
+
+    def test_calibrate_writes_the_preset_agents_then_use(self):
+        server_util.skip_without_model()
+        facts = ["I keep my bike in the blue shed.", "My sister Rita lives in Porto.",
+                 "The spare key is under the red pot.", "I play the cello on Sundays.",
+                 "My cat Pixel hates the vacuum.", "I bought a green car in 2009."] * 3
+        turns = [{"speaker": "Ann" if i % 2 == 0 else "Bo", "dia_id": f"D1:{i + 1}", "text": t}
+                 for i, t in enumerate(facts)]
+        conv = {"sample_id": "tiny", "conversation": {
+            "speaker_a": "Ann", "speaker_b": "Bo", "session_1_date_time": "1 May, 2023",
+            "session_1": turns},
+            "qa": [{"question": "Where is the spare key?", "answer": "under the red pot",
+                    "evidence": ["D1:3"], "category": 4},
+                   {"question": "Where does Rita live?", "answer": "Porto",
+                    "evidence": ["D1:2"], "category": 4}]}
+        with tempfile.TemporaryDirectory() as store:
+            data = os.path.join(store, "tiny.json")
+            with open(data, "w") as f:
+                json.dump(conv, f)
+            run = subprocess.run([server_util.BIN, "calibrate", "memart", "-m", server_util.MODEL,
+                                  "--store", store, "--data", data, "--heads", "3", "-t", "2"],
+                                 capture_output=True, text=True, timeout=600)
+            self.assertEqual(run.returncode, 0, run.stderr)
+            written = re.search(r"(\S+memart-[0-9a-f]{32}\.json) written", run.stderr).group(1)
+            with open(written) as f:
+                preset = json.load(f)
+            self.assertEqual(len(preset["heads"]), 3)
+            for h in preset["heads"]:
+                layer, head = map(int, h.split("."))
+                self.assertTrue(0 <= layer < 30 and 0 <= head < 9, h)  # SmolLM2: 30 x 9
+            self.assertEqual(preset["strategy"], "softmax-max-exact")
+            with server_util.Server(store) as srv:
+                c = client(srv.url)
+                memart = c.get("/policies", cast_to=object)["data"][2]
+                self.assertEqual(memart["presets"]["model"], preset)
+                made = c.post("/agents", body={"id": "cal", "memory": {"policy": "memart"}},
+                              cast_to=object)
+                self.assertEqual(made["memory"]["config"]["heads"], preset["heads"])
 
 
 if __name__ == "__main__":
