@@ -267,7 +267,7 @@ void AddEvalLocomoCommand(CLI::App& eval) {
       ->capture_default_str();
   cmd->add_option("--strategies", o->sweep.strategies,
                   "MemArt scoring: softmax-sum, softmax-max, rr-sum, rr-max (Eq. 3); each with "
-                  "-centre: blocks scored by their box centre (a deviation, see README); "
+                  "-centre: blocks scored by their box centre (a deviation, docs/eval/memart.md); "
                   "-exact: by the exact max of q.k over their keys (a ceiling for the box)")
       ->delimiter(',')
       ->capture_default_str();

@@ -13,7 +13,7 @@
 // Deviation, off by default (BlockScore::kCentre): score a block by q . c, its box's centre
 // c = (min + max) / 2, instead of the bound. Eq. 3 is q . c + sum_i |q_i| w_i / 2 (w the box's
 // width); on SmolLM2 the width term dominates and picks the widest boxes whatever the query
-// (README, "Long-term memory by retrieval"). The centre keeps only the query-dependent term.
+// (docs/eval/memart.md). The centre keeps only the query-dependent term.
 // Ceiling, off by default (BlockScore::kExact): the relevance Eq. 3 bounds, the exact maximum
 // of q . k over the block's keys (ArkVale's definition), from the keys themselves. It reads every
 // history key of the layer per request, so it measures what the box costs in retrieval quality;

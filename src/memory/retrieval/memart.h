@@ -37,7 +37,8 @@
 // retrieval heads are (Zhang et al. 2025, QRHead).
 // Scoring tokens (BeginTurn's `scoring`, a deviation; all by default): only these query tokens'
 // Q rows score the blocks, in both passes; every query token is still prefilled. LoCoMo's
-// evaluation scores with a question's own tokens, not the instruction around it (README).
+// evaluation scores with a question's own tokens, not the instruction around it
+// (docs/eval/memart.md); agents with the focus span (retrieval_query).
 // Storage formats: any per-row KV format (f16, q8_0, q4_0); kivi4 K is refused, since the
 // working rows of a layer are written after the query's.
 // Not thread-safe; one turn at a time.

@@ -26,7 +26,7 @@ namespace kvmem::memory {
 // The table row.
 PolicyKind MemArtPolicyKind();
 
-// A parsed config as the MemArtConfig it runs.
+// A parsed config (every field present: the table's parse gave it) as the MemArtConfig it runs.
 Result<MemArtConfig> MemArtConfigOf(const Json& config);
 
 class MemArtPolicy : public MemoryPolicy {
