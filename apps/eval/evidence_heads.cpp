@@ -14,7 +14,7 @@ EvidenceHeads::EvidenceHeads(int n_layers, int n_heads, int top_k)
       hits_(static_cast<size_t>(n_layers) * n_heads, 0) {}
 
 void EvidenceHeads::AddLayer(int layer, std::span<const float> scores, int n_tokens,
-                             int64_t n_blocks, std::span<const BlockRange> evidence) {
+                             int64_t n_blocks, std::span<const BlockSpan> evidence) {
   assert(layer >= 0 && layer < n_layers_);
   assert(scores.size() == static_cast<size_t>(n_tokens) * n_heads_ * n_blocks);
   std::vector<float> best(n_blocks);
@@ -33,7 +33,7 @@ void EvidenceHeads::AddLayer(int layer, std::span<const float> scores, int n_tok
       }
       return above < top_k_;
     };
-    for (const BlockRange& turn : evidence) {
+    for (const BlockSpan& turn : evidence) {
       for (int64_t b = std::max<int64_t>(0, turn.first); b <= std::min(turn.second, n_blocks - 1);
            ++b) {
         if (in_top(b)) {
@@ -45,9 +45,9 @@ void EvidenceHeads::AddLayer(int layer, std::span<const float> scores, int n_tok
   }
 }
 
-void EvidenceHeads::EndQuestion(std::span<const BlockRange> evidence, int64_t n_blocks) {
+void EvidenceHeads::EndQuestion(std::span<const BlockSpan> evidence, int64_t n_blocks) {
   ++n_questions_;
-  for (const BlockRange& turn : evidence) {
+  for (const BlockSpan& turn : evidence) {
     ++n_turns_;
     const int64_t m = std::clamp<int64_t>(turn.second - turn.first + 1, 0, n_blocks);
     // 1 - P(none of the turn's m blocks among k drawn of n without replacement).

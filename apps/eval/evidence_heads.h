@@ -18,10 +18,12 @@
 #include <utility>
 #include <vector>
 
+#include "memory/retrieval/block_scoring.h"
+
 namespace kvmem::eval {
 
-// The memory blocks [first, last] of one evidence turn.
-using BlockRange = std::pair<int64_t, int64_t>;
+// The memory blocks [first, last] of one evidence turn: memory::BlockSpan.
+using memory::BlockSpan;
 
 class EvidenceHeads {
  public:
@@ -30,10 +32,10 @@ class EvidenceHeads {
   // One layer of one question: scores (n_tokens * n_heads, n_blocks), row t * n_heads + h, as
   // BlockExactScores gives them.
   void AddLayer(int layer, std::span<const float> scores, int n_tokens, int64_t n_blocks,
-                std::span<const BlockRange> evidence);
+                std::span<const BlockSpan> evidence);
   // After the question's layers: counts its turns, and the chance that top_k random blocks of
   // n_blocks hold one of each turn's blocks.
-  void EndQuestion(std::span<const BlockRange> evidence, int64_t n_blocks);
+  void EndQuestion(std::span<const BlockSpan> evidence, int64_t n_blocks);
 
   struct Head {
     int layer = 0, head = 0;

@@ -1,5 +1,7 @@
 #include "eval/locomo_qa.h"
 
+#include "core/clock.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -32,9 +34,6 @@ void QaSums::Add(const QaSums& o) {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double Since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 // The history as the agent receives it: one piece per turn (its session's date line first when
 // it opens a session), tokenized piece by piece, so every method sees the same tokens. The chat
@@ -136,7 +135,7 @@ Result<Answer> AnswerOn(const model::Model& model, const tokenizer::Tokenizer& t
         return text.find('\n') == std::string::npos;
       },
       &hist, &stats));
-  a.seconds = Since(t0);
+  a.seconds = SecondsSince(t0);
   a.kv_len = static_cast<double>(seq->n_rows());
   const kv::KvView& view = seq->view();
   for (int l = 0; l < view.n_layers(); ++l) {
@@ -240,7 +239,7 @@ class Runner {
           auto mem = Ingest(m, retrieved, &memart_pools[bs]);
           if (!mem.ok()) return mem.status();
           memart[bs] = std::move(*mem);
-          r.ingest_seconds += Since(t0);
+          r.ingest_seconds += SecondsSince(t0);
         }
         KVMEM_RETURN_IF_ERROR(MemArt(m, memart[bs].get(), &r));
       } else {
@@ -255,8 +254,8 @@ class Runner {
     const LocomoQa* qa = nullptr;
     std::string text, content_text, question_text;  // the prompt rendered; its focus spans
     std::vector<int32_t> prompt, gold;
-    memory::TokenRange content_tokens;   // the user message's content in the prompt
-    memory::TokenRange question_tokens;  // the question's own tokens in it
+    tokenizer::TokenSpan content_tokens;   // the user message's content in the prompt
+    tokenizer::TokenSpan question_tokens;  // the question's own tokens in it
     std::vector<size_t> evidence;
   };
 
@@ -351,7 +350,7 @@ class Runner {
         Tick(m.name + " ingest");
       }
     }
-    r->ingest_seconds += Since(t0);
+    r->ingest_seconds += SecondsSince(t0);
     for (const Question& q : questions_) {
       const std::string& focus = m.score_span == ScoreSpan::kQuestion  ? q.question_text
                                  : m.score_span == ScoreSpan::kContent ? q.content_text
@@ -440,7 +439,7 @@ class Runner {
     std::vector<float> logits;
     const auto t0 = Clock::now();
     KVMEM_RETURN_IF_ERROR(engine::Forward(model_, pool_, seq, context, 0, false, &logits));
-    *prefill_s += Since(t0);
+    *prefill_s += SecondsSince(t0);
     return AnswerOn(model_, tok_, pool_, seq, 0, q.prompt.back(), q.gold, o_.answer_tokens);
   }
 
@@ -524,17 +523,17 @@ class Runner {
     std::unique_ptr<kv::KvPool> text_pool;  // blocks_as_text
     for (const Question& q : questions_) {
       memory::RetrievalReport rep;
-      std::vector<BlockRange> evidence;  // the evidence turns' blocks, for the head tally
+      std::vector<BlockSpan> evidence;  // the evidence turns' blocks, for the head tally
       for (size_t t : tally ? q.evidence : std::vector<size_t>{}) {
         if (hist_.first[t + 1] > hist_.first[t])
           evidence.push_back({(sys + hist_.first[t]) / bs, (sys + hist_.first[t + 1] - 1) / bs});
       }
       // The tokens that score: all of the prompt's but its last, the message content's, or the
       // question's.
-      const memory::TokenRange scoring =
+      const tokenizer::TokenSpan scoring =
           m.score_span == ScoreSpan::kQuestion  ? q.question_tokens
           : m.score_span == ScoreSpan::kContent ? q.content_tokens
-                                                : memory::TokenRange{};
+                                                : tokenizer::TokenSpan{};
       if (!evidence.empty()) {
         const model::ModelSpec& s = model_.spec();
         mem->set_query_observer([&](int layer, std::span<const float> raw_q, int n) {
@@ -553,7 +552,7 @@ class Runner {
       mem->set_query_observer(nullptr);
       KVMEM_RETURN_IF_ERROR(begun);
       if (!evidence.empty()) o_.evidence_heads->EndQuestion(evidence, mem->n_blocks());
-      double prefill_s = Since(t1);
+      double prefill_s = SecondsSince(t1);
       Result<Answer> a = Internal("unanswered");
       QaSums mt;
       mt.prefill_tokens = static_cast<double>(q.prompt.size());
@@ -638,7 +637,7 @@ Result<QuestionPrompt> BuildQuestionPrompt(const tokenizer::ChatTemplate& tmpl,
   p.tokens = tok.Encode(*text, /*add_special=*/false, /*parse_special=*/true);
   // The tokens of `part`, the last place it is in the text; trimmed, as some templates (Gemma's)
   // write a message's content.
-  const auto range_of = [&](std::string_view untrimmed) -> Result<memory::TokenRange> {
+  const auto range_of = [&](std::string_view untrimmed) -> Result<tokenizer::TokenSpan> {
     const std::string part(tokenizer::TrimPythonWhitespace(untrimmed));
     auto span = tokenizer::FindTokenSpan(tok, *text, p.tokens, part);
     if (!span.ok()) {
@@ -648,7 +647,7 @@ Result<QuestionPrompt> BuildQuestionPrompt(const tokenizer::ChatTemplate& tmpl,
     if (span->begin >= span->end || span->end >= static_cast<int64_t>(p.tokens.size())) {
       return Internal("locomo: the tokens of '" + part + "' are not inside its prompt");
     }
-    return memory::TokenRange{span->begin, span->end};
+    return tokenizer::TokenSpan{span->begin, span->end};
   };
   KVMEM_ASSIGN_OR_RETURN(p.content, range_of(msg.content));
   KVMEM_ASSIGN_OR_RETURN(p.question, range_of(question));

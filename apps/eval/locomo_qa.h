@@ -179,7 +179,7 @@ Result<std::vector<LocomoMethod>> ExpandLocomoMethods(const LocomoSweep& sweep);
 struct QuestionPrompt {
   std::string text;  // rendered
   std::vector<int32_t> tokens;
-  memory::TokenRange content, question;
+  tokenizer::TokenSpan content, question;
   std::string content_text, question_text;  // as the tokens' ranges were found (trimmed)
 };
 Result<QuestionPrompt> BuildQuestionPrompt(const tokenizer::ChatTemplate& tmpl,

@@ -1,5 +1,7 @@
 #include "eval/policy_qa.h"
 
+#include "core/clock.h"
+
 #include <chrono>
 
 #include "engine/sampler.h"
@@ -8,9 +10,6 @@
 namespace kvmem::eval {
 namespace {
 
-double Since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 constexpr int kBlockRows = 256;  // as the server's agents (AgentRuntimeOptions)
 
@@ -77,7 +76,7 @@ Result<Asked> EvalAgent::Ask(std::string_view prompt_text, std::string_view focu
   }
   auto t0 = std::chrono::steady_clock::now();
   KVMEM_ASSIGN_OR_RETURN(a.account, Prefill(prompt_text, focus, &logits));
-  a.prefill_seconds = Since(t0);
+  a.prefill_seconds = SecondsSince(t0);
   a.report = policy_->Report();
   a.detail = policy_->Detail();
   t0 = std::chrono::steady_clock::now();
@@ -100,7 +99,7 @@ Result<Asked> EvalAgent::Ask(std::string_view prompt_text, std::string_view focu
   }
   policy_->Abort();
   KVMEM_RETURN_IF_ERROR(st);
-  a.answer_seconds = Since(t0);
+  a.answer_seconds = SecondsSince(t0);
   a.prediction = text.substr(0, text.find('\n'));
   return a;
 }

@@ -1,5 +1,7 @@
 #include "engine/generate.h"
 
+#include "core/clock.h"
+
 #include <chrono>
 
 #include "core/hash.h"
@@ -7,9 +9,6 @@
 
 namespace kvmem::engine {
 namespace {
-double Since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 }  // namespace
 
 Status Generate(const model::Model& model, ThreadPool* pool, kv::KvSequence* seq,
@@ -29,7 +28,7 @@ Status Generate(const model::Model& model, ThreadPool* pool, kv::KvSequence* seq
   KVMEM_RETURN_IF_ERROR(Forward(model, pool, seq, prompt, seq->n_rows() + params.position_offset,
                                 /*all_logits=*/false, &logits, params.max_batch));
   stats->n_prompt = static_cast<int>(prompt.size());
-  stats->prompt_seconds = Since(t0);
+  stats->prompt_seconds = SecondsSince(t0);
 
   Sampler sampler(params.sampler);
   stats->stop_reason = "length";
@@ -55,7 +54,7 @@ Status Generate(const model::Model& model, ThreadPool* pool, kv::KvSequence* seq
     KVMEM_RETURN_IF_ERROR(
         Forward(model, pool, seq, one, seq->n_rows() + params.position_offset, false, &logits));
   }
-  stats->decode_seconds = Since(t0);
+  stats->decode_seconds = SecondsSince(t0);
   stats->logits_hash = Fnv1a64(logits.data(), logits.size() * sizeof(float));
   return Status::Ok();
 }

@@ -14,7 +14,7 @@ Json ToJson(const AgentInfo& a) {
           {"tenant", a.tenant},
           {"cached_tokens", a.cached_tokens},
           {"bytes", a.bytes},
-          {"tier", CacheTierName(a.tier)},
+          {"tier", TierName(a.tier)},
           {"kv_format", a.kv_format},
           {"memory", {{"policy", a.policy}, {"config", a.config}}},
           {"last_used_at", a.last_used_unix},

@@ -16,18 +16,4 @@ const char* FinishReasonName(FinishReason reason) {
   return "unknown";
 }
 
-const char* CacheTierName(CacheTier tier) {
-  switch (tier) {
-    case CacheTier::kMiss:
-      return "miss";
-    case CacheTier::kHot:
-      return "hot";
-    case CacheTier::kWarm:
-      return "warm";
-    case CacheTier::kCold:
-      return "cold";
-  }
-  return "unknown";
-}
-
 }  // namespace kvmem::serve

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "memory/agents/tier.h"
 #include "tokenizer/chat_template.h"
 
 namespace kvmem::serve {
@@ -71,12 +72,7 @@ enum class FinishReason {
 };
 
 // Where the agent's reused prefix came from.
-enum class CacheTier {
-  kMiss,  // nothing reused: the prompt was prefilled from scratch
-  kHot,   // the agent's KV cache was resident in memory
-  kWarm,  // loaded from the local store (disk)
-  kCold,  // loaded from a remote store
-};
+using memory::Tier;
 
 struct Usage {
   int64_t prompt_tokens = 0;      // all prompt tokens, cached ones included
@@ -87,14 +83,14 @@ struct Usage {
 struct PromptInfo {
   int64_t prompt_tokens = 0;
   int64_t cached_tokens = 0;
-  CacheTier tier = CacheTier::kMiss;
+  Tier tier = Tier::kMiss;
 };
 
 struct GenerationResult {
   FinishReason finish_reason = FinishReason::kEndOfTurn;
   std::string stop_sequence;  // the stop string that matched (kStopSequence only)
   Usage usage;
-  CacheTier tier = CacheTier::kMiss;
+  Tier tier = Tier::kMiss;
 };
 
 // POST /v1/agents: an agent created before its first turn, with its memory policy.
@@ -110,7 +106,7 @@ struct AgentInfo {
   std::string tenant;
   int64_t cached_tokens = 0;          // tokens whose K/V rows the agent holds
   int64_t bytes = 0;                  // bytes of those rows where they live now
-  CacheTier tier = CacheTier::kWarm;  // kHot: resident in memory; kWarm: only in the store
+  Tier tier = Tier::kWarm;  // kHot: resident in memory; kWarm: only in the store
   std::string kv_format;              // "f16", "q8_0", "q4_0", "kivi4", … (K/V: "q8_0/f16")
   std::string policy;                 // the memory policy (GET /v1/policies names them)
   nlohmann::json config = nlohmann::json::object();  // its config, as parsed
@@ -134,6 +130,5 @@ struct BackendStats {
 };
 
 const char* FinishReasonName(FinishReason reason);  // "end_turn", "stop_sequence", …
-const char* CacheTierName(CacheTier tier);          // "miss", "hot", "warm", "cold"
 
 }  // namespace kvmem::serve

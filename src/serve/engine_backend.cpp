@@ -5,15 +5,6 @@
 namespace kvmem::serve {
 namespace {
 
-CacheTier ToCacheTier(memory::Tier t) {
-  switch (t) {
-    case memory::Tier::kMiss: return CacheTier::kMiss;
-    case memory::Tier::kHot: return CacheTier::kHot;
-    case memory::Tier::kWarm: return CacheTier::kWarm;
-  }
-  return CacheTier::kMiss;
-}
-
 FinishReason ToFinishReason(memory::TurnEnd e) {
   switch (e) {
     case memory::TurnEnd::kEndOfTurn: return FinishReason::kEndOfTurn;
@@ -30,7 +21,7 @@ AgentInfo ToAgentInfo(const memory::AgentStatus& s) {
   a.tenant = s.key.tenant;
   a.cached_tokens = s.tokens;
   a.bytes = s.bytes;
-  a.tier = s.tier == memory::Tier::kHot ? CacheTier::kHot : CacheTier::kWarm;
+  a.tier = s.tier;
   a.kv_format = KvFormatLabel(s.formats);
   a.policy = s.policy;
   a.config = s.config;
@@ -104,7 +95,7 @@ Result<GenerationResult> EngineBackend::Generate(const GenerationRequest& reques
                                          : static_cast<int>(runtime_->n_ctx());
   memory::TurnCallbacks cb;
   cb.on_prompt = [&](const memory::PromptStats& p) {
-    sink->OnPrompt({p.prompt_tokens, p.cached_tokens, ToCacheTier(p.tier)});
+    sink->OnPrompt({p.prompt_tokens, p.cached_tokens, p.tier});
   };
   cb.on_text = [&](std::string_view piece) { return sink->OnText(piece); };
   const memory::store::AgentKey key{request.agent.tenant, request.agent.id};
@@ -115,7 +106,7 @@ Result<GenerationResult> EngineBackend::Generate(const GenerationRequest& reques
   g.finish_reason = ToFinishReason(r.end);
   g.stop_sequence = r.stop_sequence;
   g.usage = {r.prompt.prompt_tokens, r.prompt.cached_tokens, r.completion_tokens};
-  g.tier = ToCacheTier(r.prompt.tier);
+  g.tier = r.prompt.tier;
   return g;
 }
 

@@ -48,8 +48,8 @@ const std::vector<double> kTpotBuckets = {0.001, 0.0025, 0.005, 0.01, 0.02, 0.04
                                           0.08,  0.15,   0.3,   0.6,  1.2};
 const std::vector<double> kDurationBuckets = {0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80, 160, 320};
 
-constexpr CacheTier kTiers[] = {CacheTier::kMiss, CacheTier::kHot, CacheTier::kWarm,
-                                CacheTier::kCold};
+constexpr Tier kTiers[] = {Tier::kMiss, Tier::kHot, Tier::kWarm,
+                                Tier::kCold};
 constexpr FinishReason kReasons[] = {FinishReason::kEndOfTurn, FinishReason::kStopSequence,
                                      FinishReason::kLength, FinishReason::kCancelled};
 
@@ -128,8 +128,8 @@ std::string ServerMetrics::Render(const BackendStats& backend, int64_t in_flight
 
   Header("kvmem_agent_cache_lookups_total", "counter",
          "Generations by where the agent's reused prefix came from (miss: nothing reused).", &out);
-  for (CacheTier tier : kTiers) {
-    Sample("kvmem_agent_cache_lookups_total", std::string("tier=\"") + CacheTierName(tier) + "\"",
+  for (Tier tier : kTiers) {
+    Sample("kvmem_agent_cache_lookups_total", std::string("tier=\"") + TierName(tier) + "\"",
            static_cast<double>(lookups_by_tier_[static_cast<size_t>(tier)].load()), &out);
   }
   Header("kvmem_generations_finished_total", "counter", "Generations by finish reason.", &out);

@@ -73,7 +73,7 @@ class ServerMetrics {
   std::atomic<uint64_t> prompt_tokens_{0};
   std::atomic<uint64_t> cached_tokens_{0};
   std::atomic<uint64_t> generated_tokens_{0};
-  std::array<std::atomic<uint64_t>, 4> lookups_by_tier_{};     // indexed by CacheTier
+  std::array<std::atomic<uint64_t>, 4> lookups_by_tier_{};     // indexed by Tier
   std::array<std::atomic<uint64_t>, 4> finished_by_reason_{};  // indexed by FinishReason
   Histogram ttft_;
   Histogram tpot_;

@@ -17,10 +17,10 @@
 
 namespace kvmem::tokenizer {
 
-// Tokens [begin, end).
+// Tokens [begin, end) of a text's or a turn's tokens; end < 0: to the end.
 struct TokenSpan {
   int64_t begin = 0;
-  int64_t end = 0;
+  int64_t end = -1;
   bool operator==(const TokenSpan&) const = default;
 };
 

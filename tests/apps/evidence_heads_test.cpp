@@ -24,7 +24,7 @@ TEST(EvidenceHeads, HitsFollowEachHeadsTopKOfItsMaxOverTokens) {
       0.0f, 0.0f, 0.0f, 0.0f, 5.0f};
   // Head 0's top 2: blocks 3 and 0. Head 1's: blocks 0 and 4 (the tie goes to block 0 first, and
   // 4 outranks 1).
-  const std::vector<BlockRange> evidence = {{3, 3}, {1, 2}, {4, 4}};
+  const std::vector<BlockSpan> evidence = {{3, 3}, {1, 2}, {4, 4}};
   tally.AddLayer(0, scores, 2, 5, evidence);
   tally.EndQuestion(evidence, 5);
   const auto heads = tally.Ranked();
@@ -45,7 +45,7 @@ TEST(EvidenceHeads, HitsFollowEachHeadsTopKOfItsMaxOverTokens) {
 TEST(EvidenceHeads, BlockRangesAreClampedToTheHistory) {
   EvidenceHeads tally(2, 1, 1);
   const std::vector<float> scores = {0.0f, 1.0f};     // 1 token, 1 head, 2 blocks: block 1 first
-  const std::vector<BlockRange> evidence = {{1, 7}};  // runs past the history's 2 blocks
+  const std::vector<BlockSpan> evidence = {{1, 7}};  // runs past the history's 2 blocks
   tally.AddLayer(1, scores, 1, 2, evidence);
   tally.EndQuestion(evidence, 2);
   const auto heads = tally.Ranked();

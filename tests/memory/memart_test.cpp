@@ -33,7 +33,7 @@ using testing::Layer0Queries;
 class MemArtTest : public testing::MemArtFixture {
  protected:
   void CheckLayer0Selection(BlockScore block_score, int retrieval_head = -1, int neighbors = 0,
-                            bool one_block_turns = false, TokenRange scoring = {});
+                            bool one_block_turns = false, tokenizer::TokenSpan scoring = {});
   void CheckAllBlocksEqualFullContext(bool retrieval_heads, bool whole_turns);
 };
 
@@ -87,7 +87,7 @@ void MemArtTest::CheckAllBlocksEqualFullContext(bool retrieval_heads, bool whole
 // one_block_turns, every block is a turn of its own and neighbours are turn-bounded: the plain
 // top 3 again. `scoring`: the query tokens (of 12) whose rows score.
 void MemArtTest::CheckLayer0Selection(BlockScore block_score, int retrieval_head, int neighbors,
-                                      bool one_block_turns, TokenRange scoring) {
+                                      bool one_block_turns, tokenizer::TokenSpan scoring) {
   const model::ModelSpec& s = model_->spec();
   MemArtConfig config;
   config.strategy.block_score = block_score;
@@ -211,7 +211,7 @@ TEST_P(MemArtTest, TurnBoundedNeighboursOfOneBlockTurnsAreNone) {
 
 // Only the scoring tokens' rows score: per layer, and with a retrieval head (the two-pass path).
 TEST_P(MemArtTest, ScoringTokensAloneChoose) {
-  for (const TokenRange r : {TokenRange{7, 12}, TokenRange{0, 1}, TokenRange{3, -1}}) {
+  for (const tokenizer::TokenSpan r : {tokenizer::TokenSpan{7, 12}, tokenizer::TokenSpan{0, 1}, tokenizer::TokenSpan{3, -1}}) {
     SCOPED_TRACE(std::to_string(r.begin) + ".." + std::to_string(r.end));
     pool_ = std::make_unique<kv::KvPool>(model_->kv_geometry(32), 64);
     CheckLayer0Selection(BlockScore::kExact, -1, 0, false, r);
@@ -342,8 +342,8 @@ TEST_P(MemArtTest, RejectsBadConfigAndTurnMisuse) {
   ASSERT_TRUE(mem->EndTurn(true).ok());
   EXPECT_EQ(mem->history_rows(), 5);
   // Scoring tokens that are not a non-empty range of the query: refused, no turn opened.
-  for (const TokenRange r : {TokenRange{-1, 2}, TokenRange{3, 3}, TokenRange{4, 2},
-                             TokenRange{0, 6}, TokenRange{5, -1}}) {
+  for (const tokenizer::TokenSpan r : {tokenizer::TokenSpan{-1, 2}, tokenizer::TokenSpan{3, 3}, tokenizer::TokenSpan{4, 2},
+                             tokenizer::TokenSpan{0, 6}, tokenizer::TokenSpan{5, -1}}) {
     EXPECT_EQ(mem->BeginTurn(Tokens(5, 10), &threads_, nullptr, r).code(),
               ErrorCode::kInvalidArgument)
         << r.begin << ".." << r.end;

@@ -65,7 +65,7 @@ class FakeBackend : public Backend {
         const auto mismatch =
             std::mismatch(memory.begin(), memory.end(), rendered.begin(), rendered.end());
         prompt.cached_tokens = mismatch.first - memory.begin();
-        prompt.tier = CacheTier::kHot;
+        prompt.tier = Tier::kHot;
       }
     }
     if (!Has(last, "[no-prompt-call]")) sink->OnPrompt(prompt);
@@ -115,7 +115,7 @@ class FakeBackend : public Backend {
                          .tenant = request.agent.tenant,
                          .cached_tokens = static_cast<int64_t>(rendered.size() + reply.size()),
                          .bytes = static_cast<int64_t>(rendered.size() + reply.size()) * 64,
-                         .tier = CacheTier::kHot,
+                         .tier = Tier::kHot,
                          .kv_format = "f16",
                          .policy = policy,
                          .config = config,
@@ -140,7 +140,7 @@ class FakeBackend : public Backend {
     Agent& a = agents_[key];
     a.info = AgentInfo{.id = request.id,
                        .tenant = tenant,
-                       .tier = CacheTier::kHot,
+                       .tier = Tier::kHot,
                        .kv_format = "f16",
                        .policy = spec->kind->name,
                        .config = spec->config,

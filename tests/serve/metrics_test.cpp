@@ -184,10 +184,10 @@ TEST(ServerMetrics, ExpositionParsesAndCounts) {
   m.CountRequest("odd\"label\\\n", 404);
   GenerationResult r;
   r.usage = Usage{.prompt_tokens = 100, .cached_tokens = 60, .completion_tokens = 11};
-  r.tier = CacheTier::kWarm;
+  r.tier = Tier::kWarm;
   r.finish_reason = FinishReason::kLength;
   m.RecordGeneration(r, GenerationTiming{.first_text_s = 0.2, .last_text_s = 1.2, .end_s = 1.3});
-  r.tier = CacheTier::kMiss;
+  r.tier = Tier::kMiss;
   r.finish_reason = FinishReason::kEndOfTurn;
   m.RecordGeneration(r, GenerationTiming{.first_text_s = -1, .last_text_s = -1, .end_s = 0.5});
 

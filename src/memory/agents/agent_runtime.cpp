@@ -1,5 +1,7 @@
 #include "memory/agents/agent_runtime.h"
 
+#include "core/clock.h"
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -16,9 +18,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double Since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
 
 int64_t NowUnixMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -35,6 +34,7 @@ const char* TierName(Tier t) {
     case Tier::kMiss: return "miss";
     case Tier::kHot: return "hot";
     case Tier::kWarm: return "warm";
+    case Tier::kCold: return "cold";
   }
   return "?";
 }
@@ -179,7 +179,7 @@ Result<Tier> AgentRuntime::Acquire(const store::AgentKey* key, Slot& slot, doubl
   if (stored) {
     const auto t0 = Clock::now();
     Status st = LoadMemory(*key, slot, slot.spec);
-    *load_seconds = Since(t0);
+    *load_seconds = SecondsSince(t0);
     if (st.ok()) return Tier::kWarm;
     if (!slot.spec.kind->rebuildable_from_prompt) {
       // The memory is more than the prompts hold: keep the files for a person to see.
@@ -226,7 +226,7 @@ Result<TurnResult> AgentRuntime::RunTurn(const store::AgentKey* key, std::string
   }
   r.prompt.prompt_tokens = account->prompt_tokens;
   r.prompt.cached_tokens = account->cached_tokens;
-  r.prompt.prefill_seconds = Since(t0);
+  r.prompt.prefill_seconds = SecondsSince(t0);
   if (callbacks.on_prompt) callbacks.on_prompt(r.prompt);
   Status decoded = DecodeReply(policy, &logits, params, callbacks, &r);
   if (!decoded.ok()) {
@@ -287,7 +287,7 @@ Status AgentRuntime::DecodeReply(MemoryPolicy& policy, std::vector<float>* logit
     const std::string rest = stops.Push(decoder.Flush()) + stops.Flush();
     if (!rest.empty()) callbacks.on_text(rest);
   }
-  r->decode_seconds = Since(t0);
+  r->decode_seconds = SecondsSince(t0);
   return Status::Ok();
 }
 
@@ -297,7 +297,7 @@ Status AgentRuntime::SaveSlot(const store::AgentKey& key, const Slot& slot, doub
   const PersistedMemory p = slot.policy->Persist();
   auto saved = store_->Save(key, *p.rows, p.tokens, p.text, p.token_ends,
                             RecordOf(slot.spec, p.state));
-  *seconds = Since(t0);
+  *seconds = SecondsSince(t0);
   return saved.status();
 }
 

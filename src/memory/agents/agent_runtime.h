@@ -31,6 +31,7 @@
 #include "engine/sampler.h"
 #include "kv/kv_format.h"
 #include "kv/layer_chunks.h"
+#include "memory/agents/tier.h"
 #include "memory/policy/policy_table.h"
 #include "memory/store/agent_id.h"
 #include "memory/store/agent_store.h"
@@ -60,8 +61,6 @@ struct AgentRuntimeOptions {
   std::string presets_dir;
 };
 
-enum class Tier { kMiss, kHot, kWarm };
-const char* TierName(Tier t);  // "miss", "hot", "warm"
 
 struct TurnParams {
   int max_tokens = 256;  // generated-token budget (also bounded by the context)

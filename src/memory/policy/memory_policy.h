@@ -39,7 +39,7 @@
 #include "kv/kv_pool.h"
 #include "kv/kv_sequence.h"
 #include "memory/store/prefix_match.h"
-#include "memory/token_range.h"
+#include "tokenizer/token_span.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
@@ -82,7 +82,7 @@ struct TurnPlan {
   int64_t kept_rows = 0;          // stored rows reused as they are (the cached prefix)
   size_t kept_text_bytes = 0;     // bytes of the prompt the kept rows spell
   std::vector<int32_t> prefill;   // tokens computed this turn; the last is decoded from
-  TokenRange focus;               // prefill tokens that score memory
+  tokenizer::TokenSpan focus;     // prefill tokens that score memory
   std::string_view prompt_text;   // the input's (valid for the turn)
   Json detail = Json::object();   // the policy's own (not interpreted by the runtime)
 };

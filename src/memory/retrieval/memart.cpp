@@ -371,7 +371,7 @@ Status MemArtMemory::RunQuery(std::span<const int32_t> tokens, ThreadPool* pool,
 }
 
 Status MemArtMemory::BeginTurn(std::span<const int32_t> tokens, ThreadPool* pool,
-                               RetrievalReport* report, TokenRange scoring,
+                               RetrievalReport* report, tokenizer::TokenSpan scoring,
                                std::vector<float>* logits) {
   if (in_turn_) return FailedPrecondition("memart: a turn is already open");
   const auto n_query = static_cast<int64_t>(tokens.size());

@@ -57,7 +57,7 @@
 #include "kv/kv_sequence.h"
 #include "memory/retrieval/block_index.h"
 #include "memory/retrieval/block_scoring.h"
-#include "memory/token_range.h"
+#include "tokenizer/token_span.h"
 #include "model/model.h"
 
 namespace kvmem::memory {
@@ -165,7 +165,7 @@ class MemArtMemory {
   // non-empty range inside `tokens`. On failure nothing is left in the working sequence.
   // logits, when given and tokens are not empty: (n_vocab) of the last token.
   Status BeginTurn(std::span<const int32_t> tokens, ThreadPool* pool, RetrievalReport* report,
-                   TokenRange scoring = {}, std::vector<float>* logits = nullptr);
+                   tokenizer::TokenSpan scoring = {}, std::vector<float>* logits = nullptr);
   // The working sequence of the current turn: decode continues on it at n_rows() (positions
   // R + |tokens| .., or N + |tokens| .. when coupled).
   kv::KvSequence* working() { return working_.get(); }

@@ -205,7 +205,7 @@ std::vector<int64_t> MemArtPolicy::MessageStarts(std::span<const int32_t> tokens
   return starts;
 }
 
-Result<TokenRange> MemArtPolicy::FocusTokens(std::string_view query_text,
+Result<tokenizer::TokenSpan> MemArtPolicy::FocusTokens(std::string_view query_text,
                                              std::span<const int32_t> ids,
                                              std::string_view focus) const {
   // ids may open with a BOS the text does not spell.
@@ -221,7 +221,7 @@ Result<TokenRange> MemArtPolicy::FocusTokens(std::string_view query_text,
     return InvalidArgument("'retrieval_query' is not in what the prompt adds to the agent's "
                            "conversation (" + span.status().message() + ")");
   }
-  const TokenRange r{lead + span->begin, lead + span->end};
+  const tokenizer::TokenSpan r{lead + span->begin, lead + span->end};
   if (r.begin >= r.end) return InvalidArgument("'retrieval_query' covers no token of the prompt");
   return r;
 }

@@ -57,7 +57,7 @@ class MemArtPolicy : public MemoryPolicy {
   std::vector<int64_t> MessageStarts(std::span<const int32_t> tokens, int64_t limit) const;
   // The focus's tokens among the turn's `ids` (the encoded `query_text`, maybe after a BOS),
   // before the last; InvalidArgument when it is not in the text.
-  Result<TokenRange> FocusTokens(std::string_view query_text, std::span<const int32_t> ids,
+  Result<tokenizer::TokenSpan> FocusTokens(std::string_view query_text, std::span<const int32_t> ids,
                                  std::string_view focus) const;
   // The last turn's account: what was read and computed.
   Json TurnReport(const RetrievalReport& rep, const TurnPlan& plan) const;
