@@ -370,6 +370,155 @@ Status MemArtMemory::RunQuery(std::span<const int32_t> tokens, ThreadPool* pool,
   return Status::Ok();
 }
 
+MemArtMemory::Selection MemArtMemory::PrepareSelection(tokenizer::TokenSpan scoring,
+                                                       ThreadPool* pool) const {
+  Selection sel;
+  sel.scoring = scoring;
+  sel.pool = pool;
+  PartitionBlocks(&sel.kept, &sel.candidates);
+  sel.k_eff = std::min<int64_t>(config_.top_k, sel.candidates.size());
+  // Turn-bounded neighbours: each candidate's turn blocks, as candidate indices.
+  if (config_.turn_bounded && !sel.candidates.empty()) {
+    for (int64_t b : sel.candidates) {
+      const BlockSpan t = TurnBlocks(b);
+      sel.neighbour_spans.push_back(
+          {t.first - sel.candidates.front(), t.second - sel.candidates.front()});
+    }
+  }
+  return sel;
+}
+
+void MemArtMemory::ScoreBlocks(int layer, const float* q, int n_tokens, Selection* sel) const {
+  const model::ModelSpec& spec = model_.spec();
+  if (config_.strategy.block_score == BlockScore::kExact) {
+    RawKeys(layer, &sel->raw_keys);
+    BlockExactScores(sel->raw_keys, spec.n_kv_heads, spec.head_dim_k, config_.block_size, q,
+                     n_tokens, spec.n_heads, spec.attn_scale(), sel->pool, &sel->scores);
+  } else {
+    BlockUpperBounds(index_, layer, q, n_tokens, spec.n_heads, spec.attn_scale(), sel->pool,
+                     &sel->scores, config_.strategy.block_score);
+  }
+}
+
+std::vector<RowSpan> MemArtMemory::TopRows(const Selection& sel,
+                                           const std::vector<double>& score) const {
+  std::vector<int64_t> chosen = sel.kept;
+  if (sel.k_eff == 0) return SpansOf(chosen);
+  std::vector<double> cand_score(sel.candidates.size());
+  for (size_t i = 0; i < sel.candidates.size(); ++i) cand_score[i] = score[sel.candidates[i]];
+  // Candidates are the contiguous blocks between the kept ones: adjacent indices are adjacent
+  // blocks.
+  for (int64_t i :
+       TopKWithNeighbors(cand_score, sel.k_eff, config_.neighbors, sel.neighbour_spans)) {
+    chosen.push_back(sel.candidates[i]);
+  }
+  std::sort(chosen.begin(), chosen.end());
+  return SpansOf(chosen);
+}
+
+std::vector<RowSpan> MemArtMemory::ChooseForLayer(int layer, const float* q, int n_tokens,
+                                                  Selection* sel) const {
+  const model::ModelSpec& spec = model_.spec();
+  std::vector<double> score(n_blocks(), 0.0);
+  if (sel->k_eff > 0 && n_tokens > 0) {
+    // The rows of the scoring tokens among the layer's query rows.
+    q += sel->scoring.begin * spec.q_dim();
+    n_tokens = static_cast<int>(sel->scoring.end - sel->scoring.begin);
+    ScoreBlocks(layer, q, n_tokens, sel);
+    score = AggregateScores(sel->scores, static_cast<int64_t>(n_tokens) * spec.n_heads,
+                            n_blocks(), config_.strategy);
+  }
+  return TopRows(*sel, score);
+}
+
+void MemArtMemory::AddHeadScores(int layer, int n_tokens, const Selection& sel,
+                                 std::vector<double>* score) const {
+  const model::ModelSpec& spec = model_.spec();
+  n_tokens = static_cast<int>(sel.scoring.end - sel.scoring.begin);  // the rows scored
+  std::vector<float> rows;
+  int64_t n_rows = 0;
+  for (const HeadRef& h : config_.retrieval_heads) {
+    if (h.layer != layer) continue;
+    for (int t = 0; t < n_tokens; ++t) {
+      const float* src =
+          sel.scores.data() + (static_cast<size_t>(t) * spec.n_heads + h.head) * n_blocks();
+      rows.insert(rows.end(), src, src + n_blocks());
+      ++n_rows;
+    }
+  }
+  if (n_rows == 0) return;
+  const bool sum = config_.strategy.agg == ScoreAgg::kSum;
+  const std::vector<double> s = AggregateScores(rows, n_rows, n_blocks(), config_.strategy);
+  for (int64_t b = 0; b < n_blocks(); ++b) {
+    (*score)[b] = sum ? (*score)[b] + s[b] : std::max((*score)[b], s[b]);
+  }
+}
+
+void MemArtMemory::NoteRows(int layer, const std::vector<RowSpan>& rows,
+                            RetrievalReport* rep) const {
+  rep->rows[layer] = rows;
+  std::vector<int64_t>& blocks = rep->blocks[layer];
+  for (const RowSpan& s : rows) {
+    for (int64_t b = s.begin / config_.block_size; b <= (s.end - 1) / config_.block_size; ++b) {
+      if (blocks.empty() || blocks.back() < b) blocks.push_back(b);
+    }
+  }
+}
+
+Status MemArtMemory::RetrieveByLayer(std::span<const int32_t> tokens, Selection* sel,
+                                     RetrievalReport* rep, std::vector<float>* logits) {
+  const int n_layers = model_.spec().n_layers;
+  if (tokens.empty()) {  // nothing scores: the always-kept blocks and the first top_k
+    for (int l = 0; l < n_layers; ++l) {
+      const std::vector<RowSpan> rows = ChooseForLayer(l, nullptr, 0, sel);
+      NoteRows(l, rows, rep);
+      PlaceLayer(l, rows);
+      if (config_.coupled_positions) CoupleLayerView(l, rows);
+    }
+    return Status::Ok();
+  }
+  auto choose = [&](int layer, const float* q, int n) {
+    std::vector<RowSpan> rows = ChooseForLayer(layer, q, n, sel);
+    NoteRows(layer, rows, rep);
+    return rows;
+  };
+  return RunQuery(tokens, sel->pool, choose, n_layers - 1, true, logits)
+      .WithContext("memart: query prefill");
+}
+
+Status MemArtMemory::RetrieveByHeads(std::span<const int32_t> tokens, Selection* sel,
+                                     RetrievalReport* rep, std::vector<float>* logits) {
+  // Pass 1, through the last retrieval head's layer: the retrieval heads' rows, normalized
+  // per row and aggregated (Table 1) over all of them, in whichever layers they are.
+  int last = 0;
+  for (const HeadRef& h : config_.retrieval_heads) last = std::max(last, h.layer);
+  std::vector<double> score(n_blocks(),
+                            config_.strategy.agg == ScoreAgg::kSum ? 0.0 : -INFINITY);
+  auto scouting = [&](int layer, const float* q, int n_tokens) {
+    std::vector<RowSpan> chosen = ChooseForLayer(layer, q, n_tokens, sel);
+    AddHeadScores(layer, n_tokens, *sel, &score);
+    return chosen;
+  };
+  KVMEM_RETURN_IF_ERROR(RunQuery(tokens, sel->pool, scouting, last, false, nullptr)
+                            .WithContext("memart: retrieval heads' pass"));
+  // Pass 2: every layer reads the retrieval heads' choice.
+  const std::vector<RowSpan> chosen =
+      config_.whole_turns
+          ? WholeTurns(sel->kept, sel->candidates, score, sel->k_eff * config_.block_size)
+          : TopRows(*sel, score);
+  int64_t r_rows = 0;
+  for (const RowSpan& s : chosen) r_rows += s.end - s.begin;
+  rep->retrieved_rows = r_rows;
+  if (!config_.coupled_positions) first_query_pos_ = r_rows;
+  KVMEM_RETURN_IF_ERROR(ResetWorking(r_rows).WithContext("memart: turn"));
+  auto shared = [&](int layer, const float*, int) {
+    NoteRows(layer, chosen, rep);
+    return chosen;
+  };
+  return RunQuery(tokens, sel->pool, shared, model_.spec().n_layers - 1, true, logits)
+      .WithContext("memart: query prefill");
+}
+
 Status MemArtMemory::BeginTurn(std::span<const int32_t> tokens, ThreadPool* pool,
                                RetrievalReport* report, tokenizer::TokenSpan scoring,
                                std::vector<float>* logits) {
@@ -382,154 +531,27 @@ Status MemArtMemory::BeginTurn(std::span<const int32_t> tokens, ThreadPool* pool
                            std::to_string(scoring.end) + ") are not a range of the " +
                            std::to_string(n_query) + " query tokens");
   }
-  const model::ModelSpec& spec = model_.spec();
-  std::vector<int64_t> kept, candidates;
-  PartitionBlocks(&kept, &candidates);
-  const int64_t k_eff = std::min<int64_t>(config_.top_k, candidates.size());
-  int64_t r_rows = k_eff * config_.block_size;
-  for (int64_t b : kept) r_rows += BlockRows(b);
+  Selection sel = PrepareSelection(scoring, pool);
+  int64_t r_rows = sel.k_eff * config_.block_size;
+  for (int64_t b : sel.kept) r_rows += BlockRows(b);
+  const int n_layers = model_.spec().n_layers;
   RetrievalReport rep;
   rep.history_rows = history_rows();
   rep.retrieved_rows = r_rows;
-  rep.query_tokens = static_cast<int64_t>(tokens.size());
-  rep.blocks.assign(spec.n_layers, {});
-  rep.rows.assign(spec.n_layers, {});
+  rep.query_tokens = n_query;
+  rep.blocks.assign(n_layers, {});
+  rep.rows.assign(n_layers, {});
   first_query_pos_ = config_.coupled_positions ? history_rows() : r_rows;
-  auto fail = [&](Status st, const char* what) {
+  Status st = ResetWorking(r_rows).WithContext("memart: turn");
+  if (st.ok()) {
+    const bool by_heads = !config_.retrieval_heads.empty() && sel.k_eff > 0 && !tokens.empty();
+    st = by_heads ? RetrieveByHeads(tokens, &sel, &rep, logits)
+                  : RetrieveByLayer(tokens, &sel, &rep, logits);
+  }
+  if (!st.ok()) {
     working_->Clear();
     working_rows_.clear();
-    return st.WithContext(what);
-  };
-  if (Status st = ResetWorking(r_rows); !st.ok()) return fail(st, "memart: turn");
-
-  // Rows (n_tokens * n_heads, n_blocks) of block scores of one layer's query (Eq. 3, or a
-  // deviation of block_scoring.h).
-  std::vector<float> bounds, raw_keys;
-  auto score_rows = [&](int layer, const float* q, int n_tokens) {
-    if (config_.strategy.block_score == BlockScore::kExact) {
-      RawKeys(layer, &raw_keys);
-      BlockExactScores(raw_keys, spec.n_kv_heads, spec.head_dim_k, config_.block_size, q, n_tokens,
-                       spec.n_heads, spec.attn_scale(), pool, &bounds);
-    } else {
-      BlockUpperBounds(index_, layer, q, n_tokens, spec.n_heads, spec.attn_scale(), pool, &bounds,
-                       config_.strategy.block_score);
-    }
-  };
-  // Turn-bounded neighbours: each candidate's turn blocks, as candidate indices.
-  std::vector<BlockSpan> spans;
-  if (config_.turn_bounded && !candidates.empty()) {
-    for (int64_t b : candidates) {
-      const BlockSpan t = TurnBlocks(b);
-      spans.push_back({t.first - candidates.front(), t.second - candidates.front()});
-    }
-  }
-  // The always-kept blocks and the top k_eff candidates by `score`, chronological, as rows.
-  auto top = [&](const std::vector<double>& score) {
-    std::vector<int64_t> chosen = kept;
-    if (k_eff == 0) return SpansOf(chosen);
-    std::vector<double> cand_score(candidates.size());
-    for (size_t i = 0; i < candidates.size(); ++i) cand_score[i] = score[candidates[i]];
-    // Candidates are the contiguous blocks between the kept ones: adjacent indices are adjacent
-    // blocks.
-    for (int64_t i : TopKWithNeighbors(cand_score, k_eff, config_.neighbors, spans)) {
-      chosen.push_back(candidates[i]);
-    }
-    std::sort(chosen.begin(), chosen.end());
-    return SpansOf(chosen);
-  };
-  // The rows of the scoring tokens among a layer's query rows.
-  auto scoring_rows = [&](const float*& q, int& n_tokens) {
-    q += scoring.begin * spec.q_dim();
-    n_tokens = static_cast<int>(scoring.end - scoring.begin);
-  };
-  // The paper's choice: per layer, every (scoring) query row of the layer.
-  auto per_layer = [&](int layer, const float* q, int n_tokens) {
-    if (n_tokens > 0) scoring_rows(q, n_tokens);
-    std::vector<double> score(n_blocks(), 0.0);
-    if (k_eff > 0 && n_tokens > 0) {
-      score_rows(layer, q, n_tokens);
-      score = AggregateScores(bounds, static_cast<int64_t>(n_tokens) * spec.n_heads, n_blocks(),
-                              config_.strategy);
-    }
-    return top(score);
-  };
-  // Records the rows a layer reads, and the blocks they touch.
-  auto note = [&](int layer, const std::vector<RowSpan>& rows) {
-    rep.rows[layer] = rows;
-    std::vector<int64_t>& blocks = rep.blocks[layer];
-    for (const RowSpan& s : rows) {
-      for (int64_t b = s.begin / config_.block_size; b <= (s.end - 1) / config_.block_size; ++b) {
-        if (blocks.empty() || blocks.back() < b) blocks.push_back(b);
-      }
-    }
-  };
-  auto record = [&](const ChooseRows& choose) {
-    return [&, choose](int layer, const float* q, int n) {
-      std::vector<RowSpan> chosen = choose(layer, q, n);
-      note(layer, chosen);
-      return chosen;
-    };
-  };
-
-  if (tokens.empty()) {
-    for (int l = 0; l < spec.n_layers; ++l) {
-      const std::vector<RowSpan> rows = per_layer(l, nullptr, 0);
-      note(l, rows);
-      PlaceLayer(l, rows);
-      if (config_.coupled_positions) CoupleLayerView(l, rows);
-    }
-  } else if (config_.retrieval_heads.empty() || k_eff == 0) {
-    if (Status st = RunQuery(tokens, pool, record(per_layer), spec.n_layers - 1, true, logits);
-        !st.ok()) {
-      return fail(st, "memart: query prefill");
-    }
-  } else {
-    // Pass 1, through the last retrieval head's layer: the retrieval heads' rows, normalized
-    // per row and aggregated (Table 1) over all of them, in whichever layers they are.
-    int last = 0;
-    for (const HeadRef& h : config_.retrieval_heads) last = std::max(last, h.layer);
-    const bool sum = config_.strategy.agg == ScoreAgg::kSum;
-    std::vector<double> score(n_blocks(), sum ? 0.0 : -INFINITY);
-    std::vector<float> rows;
-    auto scouting = [&](int layer, const float* q, int n_tokens) {
-      std::vector<RowSpan> chosen = per_layer(layer, q, n_tokens);
-      scoring_rows(q, n_tokens);  // the rows per_layer scored into `bounds`
-      rows.clear();
-      int64_t n_rows = 0;
-      for (const HeadRef& h : config_.retrieval_heads) {
-        if (h.layer != layer) continue;
-        for (int t = 0; t < n_tokens; ++t) {
-          const float* src =
-              bounds.data() + (static_cast<size_t>(t) * spec.n_heads + h.head) * n_blocks();
-          rows.insert(rows.end(), src, src + n_blocks());
-          ++n_rows;
-        }
-      }
-      if (n_rows > 0) {
-        const std::vector<double> s = AggregateScores(rows, n_rows, n_blocks(), config_.strategy);
-        for (int64_t b = 0; b < n_blocks(); ++b) {
-          score[b] = sum ? score[b] + s[b] : std::max(score[b], s[b]);
-        }
-      }
-      return chosen;
-    };
-    if (Status st = RunQuery(tokens, pool, scouting, last, false, nullptr); !st.ok()) {
-      return fail(st, "memart: retrieval heads' pass");
-    }
-    // Pass 2: every layer reads the retrieval heads' choice.
-    const std::vector<RowSpan> chosen =
-        config_.whole_turns ? WholeTurns(kept, candidates, score, k_eff * config_.block_size)
-                            : top(score);
-    r_rows = 0;
-    for (const RowSpan& s : chosen) r_rows += s.end - s.begin;
-    rep.retrieved_rows = r_rows;
-    if (!config_.coupled_positions) first_query_pos_ = r_rows;
-    if (Status st = ResetWorking(r_rows); !st.ok()) return fail(st, "memart: turn");
-    auto shared = [&](int, const float*, int) { return chosen; };
-    if (Status st = RunQuery(tokens, pool, record(shared), spec.n_layers - 1, true, logits);
-        !st.ok()) {
-      return fail(st, "memart: query prefill");
-    }
+    return st;
   }
   in_turn_ = true;
   if (report != nullptr) *report = std::move(rep);

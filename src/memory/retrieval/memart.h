@@ -200,6 +200,40 @@ class MemArtMemory {
   std::vector<RowSpan> WholeTurns(const std::vector<int64_t>& kept,
                                   const std::vector<int64_t>& candidates,
                                   const std::vector<double>& score, int64_t budget) const;
+  // BeginTurn's stages. What a turn's block choice works from: the always-kept blocks and the
+  // candidates, how many candidates each layer reads, turn-bounded neighbour spans (candidate
+  // indices), the scoring tokens, and scratch for block scores.
+  struct Selection {
+    std::vector<int64_t> kept, candidates;
+    int64_t k_eff = 0;
+    std::vector<BlockSpan> neighbour_spans;
+    tokenizer::TokenSpan scoring;  // end >= 0
+    ThreadPool* pool = nullptr;
+    std::vector<float> scores;    // (n_tokens * n_heads, n_blocks) of the last ScoreBlocks
+    std::vector<float> raw_keys;  // kExact's history keys
+  };
+  Selection PrepareSelection(tokenizer::TokenSpan scoring, ThreadPool* pool) const;
+  // Block scores of one layer's scoring query rows (Eq. 3, or a deviation of block_scoring.h)
+  // into sel->scores.
+  void ScoreBlocks(int layer, const float* q, int n_tokens, Selection* sel) const;
+  // The always-kept blocks and the top k_eff candidates by `score`, chronological, as rows.
+  std::vector<RowSpan> TopRows(const Selection& sel, const std::vector<double>& score) const;
+  // The paper's choice for one layer: every scoring query row of it scores the blocks.
+  std::vector<RowSpan> ChooseForLayer(int layer, const float* q, int n_tokens,
+                                      Selection* sel) const;
+  // Adds the retrieval heads of `layer` (scored into sel->scores by ChooseForLayer) to `score`:
+  // their rows normalized and aggregated as Table 1, summed or maxed over layers.
+  void AddHeadScores(int layer, int n_tokens, const Selection& sel,
+                     std::vector<double>* score) const;
+  // Records the rows a layer reads, and the blocks they touch.
+  void NoteRows(int layer, const std::vector<RowSpan>& rows, RetrievalReport* rep) const;
+  // The two ways a query reads the history: each layer its own choice (the paper), or the
+  // retrieval heads' one choice for every layer (a first pass scores, a second prefills).
+  Status RetrieveByLayer(std::span<const int32_t> tokens, Selection* sel, RetrievalReport* rep,
+                         std::vector<float>* logits);
+  Status RetrieveByHeads(std::span<const int32_t> tokens, Selection* sel, RetrievalReport* rep,
+                         std::vector<float>* logits);
+
   // Copies history `rows` (ascending) into working rows [0, R) of `layer`.
   void PlaceLayer(int layer, const std::vector<RowSpan>& rows);
   // Encloses history row `row` (at position pos) in its block's boxes, every layer.
