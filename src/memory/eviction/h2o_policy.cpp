@@ -76,28 +76,13 @@ H2oConfig ConfigOf(const Json& config) {
 }  // namespace
 
 PolicyKind H2oPolicyKind() {
-  PolicyKind k;
-  k.name = "h2o";
-  k.description =
+  PolicyKind k = PromptCacheKind(
+      "h2o",
       "H2O: the full cache, each (layer, KV head) reading a budget of recent and heavy-hitter "
-      "rows (accumulated attention); rows are hidden, not moved, so prefixes still match";
+      "rows (accumulated attention); rows are hidden, not moved, so prefixes still match");
   k.fields = Fields();
   k.parse = Parse;
-  k.presets = [](const PolicyEnv&) { return Json::object(); };
-  k.rows_needed = [](const PolicyEnv& env, const Json&) { return env.n_ctx; };
-  k.rebuildable_from_prompt = true;
-  k.create = [](const PolicyEnv& env, const Json& config,
-                kv::KvPool* pool) -> Result<std::unique_ptr<MemoryPolicy>> {
-    KVMEM_ASSIGN_OR_RETURN(std::unique_ptr<H2oPolicy> p,
-                           H2oPolicy::Make(env, config, pool, StoredMemory{}));
-    return std::unique_ptr<MemoryPolicy>(std::move(p));
-  };
-  k.restore = [](const PolicyEnv& env, const Json& config, kv::KvPool* pool,
-                 StoredMemory stored) -> Result<std::unique_ptr<MemoryPolicy>> {
-    KVMEM_ASSIGN_OR_RETURN(std::unique_ptr<H2oPolicy> p,
-                           H2oPolicy::Make(env, config, pool, std::move(stored)));
-    return std::unique_ptr<MemoryPolicy>(std::move(p));
-  };
+  SetFactory<H2oPolicy>(&k);
   return k;
 }
 

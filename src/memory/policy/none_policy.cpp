@@ -3,26 +3,17 @@
 namespace kvmem::memory {
 
 PolicyKind NonePolicyKind() {
-  PolicyKind k;
-  k.name = "none";
-  k.description = "keeps nothing: every turn prefills its whole prompt";
-  k.parse = [](const PolicyEnv&, const Json& config) {
-    return ReadConfig("none", {}, config, Json::object());
-  };
-  k.presets = [](const PolicyEnv&) { return Json::object(); };
-  k.rows_needed = [](const PolicyEnv& env, const Json&) { return env.n_ctx; };
-  k.rebuildable_from_prompt = true;
-  k.create = [](const PolicyEnv& env, const Json&,
-                kv::KvPool* pool) -> Result<std::unique_ptr<MemoryPolicy>> {
-    return std::unique_ptr<MemoryPolicy>(std::make_unique<NonePolicy>(env, pool));
-  };
-  k.restore = [](const PolicyEnv& env, const Json&, kv::KvPool* pool,
-                 StoredMemory stored) -> Result<std::unique_ptr<MemoryPolicy>> {
-    if (stored.rows && stored.rows->n_rows() > 0) return Corrupt("a 'none' memory holds rows");
-    if (!stored.state.empty()) return Corrupt("a 'none' memory has no state");
-    return std::unique_ptr<MemoryPolicy>(std::make_unique<NonePolicy>(env, pool));
-  };
+  PolicyKind k =
+      PromptCacheKind("none", "keeps nothing: every turn prefills its whole prompt");
+  SetFactory<NonePolicy>(&k);
   return k;
+}
+
+Result<std::unique_ptr<NonePolicy>> NonePolicy::Make(const PolicyEnv& env, const Json&,
+                                                     kv::KvPool* pool, StoredMemory stored) {
+  if (stored.rows && stored.rows->n_rows() > 0) return Corrupt("a 'none' memory holds rows");
+  if (!stored.state.empty()) return Corrupt("a 'none' memory has no state");
+  return std::make_unique<NonePolicy>(env, pool);
 }
 
 void NonePolicy::Forget() {

@@ -14,6 +14,9 @@ PolicyKind NonePolicyKind();
 class NonePolicy : public FullPolicy {
  public:
   NonePolicy(const PolicyEnv& env, kv::KvPool* pool) : FullPolicy(env, pool) {}
+  // Corrupt when `stored` holds rows or state.
+  static Result<std::unique_ptr<NonePolicy>> Make(const PolicyEnv& env, const Json& config,
+                                                  kv::KvPool* pool, StoredMemory stored);
   Status Commit() override;
   void Abort() override;
 

@@ -9,26 +9,18 @@ namespace kvmem::memory {
 namespace {
 
 PolicyKind FullPolicyKind() {
-  PolicyKind k;
-  k.name = "full";
-  k.description =
+  PolicyKind k = PromptCacheKind(
+      "full",
       "the conversation's KV cache: a turn keeps the prefix its prompt shares with the cache "
-      "(character-level matching) and prefills the rest; the conversation must fit the context";
-  k.parse = [](const PolicyEnv&, const Json& config) {
-    return ReadConfig("full", {}, config, Json::object());
-  };
-  k.presets = [](const PolicyEnv&) { return Json::object(); };
-  k.rows_needed = [](const PolicyEnv& env, const Json&) { return env.n_ctx; };
-  k.rebuildable_from_prompt = true;
-  k.create = [](const PolicyEnv& env, const Json&,
-                kv::KvPool* pool) -> Result<std::unique_ptr<MemoryPolicy>> {
-    return std::unique_ptr<MemoryPolicy>(std::make_unique<FullPolicy>(env, pool));
-  };
+      "(character-level matching) and prefills the rest; the conversation must fit the context");
   k.restore = [](const PolicyEnv& env, const Json&, kv::KvPool* pool,
                  StoredMemory stored) -> Result<std::unique_ptr<MemoryPolicy>> {
     if (!stored.state.empty()) return Corrupt("a 'full' memory has no state");
     return std::unique_ptr<MemoryPolicy>(std::make_unique<FullPolicy>(
         env, pool, std::move(stored.rows), std::move(stored.tokens), std::move(stored.text)));
+  };
+  k.create = [](const PolicyEnv& env, const Json&, kv::KvPool* pool) {
+    return Result<std::unique_ptr<MemoryPolicy>>(std::make_unique<FullPolicy>(env, pool));
   };
   k.upgrade = [](const Json&) -> Result<Json> { return Json::object(); };
   return k;
@@ -46,6 +38,19 @@ std::string_view PolicyEnv::Piece(int32_t id) const {
   // A BOS the tokenizer adds is not spelled in the rendered text.
   if (id == tok->bos_id() && tok->add_bos()) return {};
   return tok->TokenToPiece(id, /*render_special=*/true);
+}
+
+PolicyKind PromptCacheKind(std::string name, std::string description) {
+  PolicyKind k;
+  k.name = std::move(name);
+  k.description = std::move(description);
+  k.parse = [who = k.name](const PolicyEnv&, const Json& config) {
+    return ReadConfig(who, {}, config, Json::object());
+  };
+  k.presets = [](const PolicyEnv&) { return Json::object(); };
+  k.rows_needed = [](const PolicyEnv& env, const Json&) { return env.n_ctx; };
+  k.rebuildable_from_prompt = true;
+  return k;
 }
 
 const std::vector<PolicyKind>& PolicyKinds() {

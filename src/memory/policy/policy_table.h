@@ -64,6 +64,25 @@ struct PolicyKind {
   std::function<Result<Json>(const Json& legacy_settings)> upgrade;
 };
 
+// A row's create and restore from one factory of the policy class P:
+// P::Make(env, config, pool, StoredMemory) -> Result<std::unique_ptr<P>> (create: an empty one).
+template <typename P>
+void SetFactory(PolicyKind* k) {
+  k->restore = [](const PolicyEnv& env, const Json& config, kv::KvPool* pool,
+                  StoredMemory stored) -> Result<std::unique_ptr<MemoryPolicy>> {
+    KVMEM_ASSIGN_OR_RETURN(std::unique_ptr<P> p, P::Make(env, config, pool, std::move(stored)));
+    return std::unique_ptr<MemoryPolicy>(std::move(p));
+  };
+  k->create = [restore = k->restore](const PolicyEnv& env, const Json& config,
+                                     kv::KvPool* pool) {
+    return restore(env, config, pool, StoredMemory{});
+  };
+}
+
+// The start of a row whose rows are a cache of the prompt within one context: no config fields
+// (any is refused), no presets, n_ctx rows, rebuildable from the prompt.
+PolicyKind PromptCacheKind(std::string name, std::string description);
+
 const std::vector<PolicyKind>& PolicyKinds();
 // By name or alias; InvalidArgument listing the valid names.
 Result<const PolicyKind*> FindPolicyKind(std::string_view name);

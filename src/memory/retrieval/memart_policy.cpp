@@ -154,18 +154,7 @@ PolicyKind MemArtPolicyKind() {
   };
   k.rows_needed = RowsNeeded;
   k.rebuildable_from_prompt = false;  // the history is not in the prompts
-  k.create = [](const PolicyEnv& env, const Json& config,
-                kv::KvPool* pool) -> Result<std::unique_ptr<MemoryPolicy>> {
-    KVMEM_ASSIGN_OR_RETURN(std::unique_ptr<MemArtPolicy> p,
-                           MemArtPolicy::Make(env, config, pool, StoredMemory{}));
-    return std::unique_ptr<MemoryPolicy>(std::move(p));
-  };
-  k.restore = [](const PolicyEnv& env, const Json& config, kv::KvPool* pool,
-                 StoredMemory stored) -> Result<std::unique_ptr<MemoryPolicy>> {
-    KVMEM_ASSIGN_OR_RETURN(std::unique_ptr<MemArtPolicy> p,
-                           MemArtPolicy::Make(env, config, pool, std::move(stored)));
-    return std::unique_ptr<MemoryPolicy>(std::move(p));
-  };
+  SetFactory<MemArtPolicy>(&k);
   k.upgrade = Upgrade;
   return k;
 }
