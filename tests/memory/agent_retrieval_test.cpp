@@ -83,6 +83,9 @@ TEST_F(AgentRetrievalTest, TurnsPrefillOnlyWhatThePromptAdds) {
     EXPECT_EQ(blk["text"], history.substr(from, first + n - 1 - from));
   }
   EXPECT_EQ(ret["blocks"].back()["block"], (h - 1) / 8);  // the partial block, always read
+  // The tiny model has no preset: the report says the paper's retrieval runs.
+  EXPECT_EQ(ret["preset"], "paper");
+  EXPECT_NE(ret.value("note", "").find("no preset"), std::string::npos) << ret.dump();
 
   auto st = rt->Get(ada_);
   ASSERT_TRUE(st.ok()) << st.status().ToString();

@@ -1,6 +1,7 @@
 #include "memory/retrieval/memart_policy.h"
 
 #include <algorithm>
+#include <mutex>
 
 #include "core/log.h"
 #include "engine/forward.h"
@@ -179,8 +180,18 @@ Result<std::unique_ptr<MemArtPolicy>> MemArtPolicy::Make(const PolicyEnv& env, c
     end = std::min(p->text_.size(), end + env.Piece(id).size());
     p->token_ends_.push_back(end);
   }
-  if (config.at("preset") == "paper" && c.retrieval_heads.empty()) {
-    p->report_ = Json{{"note", "per-layer retrieval (the paper's): no preset for this model"}};
+  if (config.at("preset") == "paper") {
+    auto preset = FindMemArtPreset(env.presets_dir, env.model_fingerprint);
+    if (preset.ok() && !*preset) {
+      static std::once_flag logged;
+      std::call_once(logged, [] {
+        KVMEM_LOG_WARN("memart: this model has no preset; agents use the paper's per-layer "
+                       "retrieval (kvmem calibrate memart -m MODEL writes one)");
+      });
+      p->report_ = Json{{"note",
+                         "the paper's per-layer retrieval: this model has no preset (kvmem "
+                         "calibrate memart writes one)"}};
+    }
   }
   return p;
 }
