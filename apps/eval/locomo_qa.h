@@ -1,7 +1,9 @@
 // LoCoMo question answering over an agent's memory (`kvmem eval locomo`): each conversation is
 // the history, fed turn by turn (speaker-labelled lines, each session opened by its date line);
 // then every question (category 5 skipped: it has no gold answer) is asked after it, and the
-// greedy answer is scored. Methods:
+// greedy answer is scored. full, h2o and memart run as agents of the memory-policy table
+// (policy_qa.h: the turn code the server runs), the text baselines and MemArt's deviations
+// here. Methods:
 //   full    the whole history in the cache as plain context, truncated to its most recent
 //           tokens where the model's window is smaller (result.truncated_tokens says how many);
 //           prefill per question counts the kept history (what a plaintext agent re-reads).
@@ -13,9 +15,9 @@
 //   embed   the same with the top-k turns by cosine similarity of sentence embeddings
 //           (all-MiniLM-L6-v2, memory/embed/) of the question and of each turn: Mem0-like
 //           dense retrieval.
-//   h2o     H2O (memory/eviction/h2o.h) as the MemArt paper ran it: the whole history (truncated
-//           to the window like full) and the question are prefilled, each row's attention from
-//           every history and question token accumulated (the history's once per conversation),
+//   h2o     H2O (memory/eviction/h2o_policy.h) as the MemArt paper ran it: the whole history
+//           (truncated to the window like full) and the question are prefilled, each row's
+//           attention from every history and question token accumulated (the history's once),
 //           then each (layer, KV head) keeps the question and `budget` history rows (half the
 //           most recent, half the heaviest hitters) and the answer is decoded over that. The
 //           default budget, 256 rows, is the decode KV of MemArt's default bs 16 x top_k 16

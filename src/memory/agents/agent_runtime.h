@@ -4,7 +4,7 @@
 // and is reloaded (warm) instead of re-prefilled. A turn gets the rendered prompt text and runs
 // it through the policy (plan, apply, decode, commit); which rows are kept, retrieved or evicted
 // is the policy's business, never the runtime's. An agent's policy is chosen when it is created
-// (CreateAgent; else AgentRuntimeOptions::default_memory) and kept in its manifest.
+// (CreateAgent; else the runtime's default, SetDefaultMemory) and kept in its manifest.
 //
 // Tiers: hot (resident in RAM, under a byte budget kept by evicting the least recently used idle
 // agents) and warm (only in the store). An agent evicted from RAM loses nothing.
@@ -60,7 +60,6 @@ struct AgentRuntimeOptions {
   std::string model_fingerprint;  // for per-model presets (PolicyEnv)
   std::string presets_dir;
 };
-
 
 struct TurnParams {
   int max_tokens = 256;  // generated-token budget (also bounded by the context)

@@ -34,12 +34,6 @@ std::string Names() {
 
 }  // namespace
 
-std::string_view PolicyEnv::Piece(int32_t id) const {
-  // A BOS the tokenizer adds is not spelled in the rendered text.
-  if (id == tok->bos_id() && tok->add_bos()) return {};
-  return tok->TokenToPiece(id, /*render_special=*/true);
-}
-
 PolicyKind PromptCacheKind(std::string name, std::string description) {
   PolicyKind k;
   k.name = std::move(name);
