@@ -14,13 +14,14 @@
 //   Plan     reads the policy's state and the prompt; mutates nothing. Errors (a prompt too long,
 //            a focus the new text does not hold) leave the policy exactly as it was.
 //   Apply    runs the plan's prefill through the engine (the compute lock of PolicyEnv held
-//            around each forward pass) and leaves the turn open. On error the turn is aborted.
+//            around each forward pass) and leaves the turn open. On error the caller aborts it.
 //   Step     feeds one generated token (decode), only while the turn is open and CanStep().
 //   Commit   ends the turn with the prompt and the reply as part of the memory.
 //   Abort    ends the turn with the memory as it was before it (a cache whose prompt diverged
 //            keeps only the prefix the plan kept: the rest is in the client's prompt).
 //   Persist  a view of what the store saves, valid until the next non-const call.
-//   Report   the last turn's account, JSON (null before the first turn since creation/restore).
+//   Report   the last turn's account, JSON (before the first turn since creation or restore:
+//            null, or the policy's standing notes).
 // Policies are created and restored through the table (policy_table.h), never by name here.
 // Thread-safety: not thread-safe; the runtime runs one turn of an agent at a time (its ticket),
 // and different agents' policies share only the model, the tokenizer and the compute lock.
