@@ -9,6 +9,7 @@
 
 #include "core/status.h"
 #include "gguf/gguf_file.h"
+#include "gguf/gguf_keys.h"
 #include "kernels/ops.h"
 #include "model/model_spec.h"
 
@@ -26,6 +27,8 @@ struct Architecture {
   // bases, embedding and query scales, softcapping) into a spec whose shared fields are set and
   // whose layers are all global at rope.freq_base. nullptr: nothing more.
   Status (*read_hparams)(const gguf::GgufFile& f, ModelSpec* s);
+  // The family-namespace keys read_hparams reads (math_keys.h refuses other math-bearing ones).
+  std::span<const gguf::Key> family_keys = {};
 };
 
 const Architecture& LlamaArchitecture();

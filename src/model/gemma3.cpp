@@ -57,6 +57,9 @@ Status ReadGemma3Hparams(const gguf::GgufFile& f, ModelSpec* s) {
 
 }  // namespace
 
+constexpr Key kGemma3Keys[] = {Key::kSlidingWindow, Key::kRopeFreqBaseSwa,
+                               Key::kFinalLogitSoftcapping};
+
 const Architecture& Gemma3Architecture() {
   static constexpr Architecture kArch{
       .arch = Arch::kGemma3,
@@ -67,6 +70,7 @@ const Architecture& Gemma3Architecture() {
       .post_norms = true,
       .ffn_act = FfnActivation::kGeluTanh,
       .read_hparams = &ReadGemma3Hparams,
+      .family_keys = kGemma3Keys,
   };
   return kArch;
 }

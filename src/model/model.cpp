@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cmath>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -11,6 +12,7 @@
 #include "core/hash.h"
 #include "kernels/type_traits.h"
 #include "model/architecture.h"
+#include "model/math_keys.h"
 
 namespace kvmem::model {
 
@@ -57,6 +59,9 @@ class ModelLoader {
 
   const gguf::GgufFile& f_;
   size_t bytes_ = 0;
+
+ public:
+  std::set<std::string> consumed;  // tensors read (math_keys.h refuses the others)
 };
 
 Result<int> ModelLoader::PositiveInt(Key key, int64_t max, std::optional<int64_t> fallback) {
@@ -148,6 +153,7 @@ Result<kernels::WeightMatrix> ModelLoader::Matrix(const std::string& name, int64
   m.n_out = n_out;
   m.row_bytes = static_cast<size_t>(t->n_bytes / n_out);
   bytes_ += t->n_bytes;
+  consumed.insert(name);
   return m;
 }
 
@@ -164,6 +170,7 @@ Result<std::vector<float>> ModelLoader::Vector(const std::string& name, int64_t 
   std::vector<float> v(n);
   tt->to_float(t->data, v.data(), n);
   bytes_ += t->n_bytes;
+  consumed.insert(name);
   return v;
 }
 
@@ -224,6 +231,7 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& path) {
   ModelLoader loader(f);
   Status st = loader.ReadSpec(*arch, &m->spec_);
   if (st.ok()) st = loader.ReadWeights(*arch, m->spec_, &m->weights_, &m->weight_bytes_);
+  if (st.ok()) st = CheckNothingIgnored(f, *arch, loader.consumed);
   if (!st.ok()) return st.WithContext("'" + path + "'");
   m->PackWeights();
   const uint64_t size = f.bytes().size();

@@ -204,6 +204,55 @@ TEST(ModelLoad, BadModelsNameTheProblem) {
   }
 }
 
+// Never a silent wrong answer: what a file carries that kvmem would not compute (Llama 3.1's
+// rope frequency factors, an MoE router, a scaling or soft-capping key it does not apply) is
+// refused by name; informational and inert keys are not.
+TEST(ModelLoad, WhatWouldChangeTheMathIsRefusedByName) {
+  std::vector<BadCase> cases;
+  {
+    TinyConfig c;
+    c.extra_tensors = {{"rope_freqs.weight", {c.head_dim / 2}}};
+    cases.push_back({"llama 3.1 rope factors", c, ErrorCode::kUnsupported, "'rope_freqs.weight'"});
+  }
+  {
+    TinyConfig c;
+    c.arch = "qwen3";
+    c.extra_tensors = {{"blk.1.ffn_gate_inp.weight", {c.n_embd, 4}}};
+    cases.push_back({"moe router", c, ErrorCode::kUnsupported, "'blk.1.ffn_gate_inp.weight'"});
+  }
+  for (const char* key : {"llama.rope.scaling.attn_factor", "llama.expert_count",
+                          "llama.attention.layer_norm_epsilon", "llama.attention.sliding_window"}) {
+    TinyConfig c;
+    c.extra_f32_keys = {{key, 2.0f}};
+    cases.push_back({key, c, ErrorCode::kUnsupported, key});
+  }
+  {
+    TinyConfig c;
+    c.arch = "gemma3";
+    c.extra_f32_keys = {{"gemma3.attn_logit_softcapping", 50.0f}};
+    cases.push_back(
+        {"attention softcapping", c, ErrorCode::kUnsupported, "'gemma3.attn_logit_softcapping'"});
+  }
+  {
+    TinyConfig c;
+    c.extra_string_keys = {{"llama.rope.scaling.type", "yarn"}};
+    cases.push_back({"yarn", c, ErrorCode::kUnsupported, "rope scaling 'yarn'"});
+  }
+  for (const BadCase& bc : cases) {
+    auto m = LoadTiny(bc.config);
+    ASSERT_FALSE(m.ok()) << bc.name;
+    EXPECT_EQ(m.status().code(), bc.code) << bc.name << ": " << m.status().ToString();
+    EXPECT_NE(m.status().message().find(bc.needle), std::string::npos)
+        << bc.name << ": " << m.status().ToString();
+  }
+  TinyConfig fine;
+  fine.extra_f32_keys = {{"llama.rope.scaling.factor", 1.0f}};  // inert without a scaling type
+  fine.extra_string_keys = {{"llama.tensor_data_layout", "Meta AI original pth"},
+                            {"general.license", "apache-2.0"}};
+  auto m = LoadTiny(fine);
+  EXPECT_TRUE(m.ok()) << m.status().ToString();
+}
+
 TEST(ModelLoad, MissingFileIsAnIoError) {
   auto m = Model::Load("/nonexistent/model.gguf");
   ASSERT_FALSE(m.ok());

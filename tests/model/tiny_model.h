@@ -36,6 +36,10 @@ struct TinyConfig {
   std::string skip_tensor;
   std::string skip_key;        // metadata key left out, e.g. "gemma3.attention.sliding_window"
   std::string reshape_tensor;  // given the wrong first dimension
+  // Extras a real file of another model would carry (math_keys.h refuses them).
+  std::vector<std::pair<std::string, std::vector<int64_t>>> extra_tensors;
+  std::vector<std::pair<std::string, float>> extra_f32_keys;
+  std::vector<std::pair<std::string, std::string>> extra_string_keys;
 };
 
 inline std::vector<uint8_t> BuildTinyGguf(const TinyConfig& c, uint32_t seed = 1) {
@@ -67,6 +71,8 @@ inline std::vector<uint8_t> BuildTinyGguf(const TinyConfig& c, uint32_t seed = 1
       put_f32(a + ".final_logit_softcapping", c.final_logit_softcap);
     }
   }
+  for (const auto& [key, v] : c.extra_f32_keys) b.Scalar(key, ValueType::kFloat32, v);
+  for (const auto& [key, v] : c.extra_string_keys) b.String(key, v);
   const uint32_t f32 = static_cast<uint32_t>(DType::kF32);
   const int64_t qd = int64_t{c.n_heads} * c.head_dim, kd = int64_t{c.n_kv_heads} * c.head_dim;
   auto add = [&](const std::string& name, std::vector<int64_t> dims) {
@@ -100,6 +106,7 @@ inline std::vector<uint8_t> BuildTinyGguf(const TinyConfig& c, uint32_t seed = 1
     add(p + "ffn_down.weight", {c.n_ff, c.n_embd});
     if (gemma) add(p + "post_ffw_norm.weight", {c.n_embd});
   }
+  for (const auto& [name, dims] : c.extra_tensors) add(name, dims);
   std::vector<uint8_t> bytes = b.Build();
   // Replace the placeholder bytes with sane weights: norms near 1, the rest N(0, 0.3).
   auto parsed = gguf::GgufFile::Parse(bytes);
