@@ -63,6 +63,8 @@ struct RopeSpec {
   int rot_dim = 0;
   float freq_base = 10000.0f;
   kernels::RopeMode mode = kernels::RopeMode::kNormal;
+  std::vector<float> freq_factors;  // (rot_dim / 2) or empty: kernels::Rope's freq_factors
+  const float* factors() const { return freq_factors.empty() ? nullptr : freq_factors.data(); }
 };
 
 struct RowRef {

@@ -23,6 +23,8 @@ struct Architecture {
   bool qk_norm;     // blk.N.attn_{q,k}_norm.weight, RMSNorm per head before RoPE
   bool post_norms;  // blk.N.post_attention_norm / post_ffw_norm on the sub-layer outputs
   FfnActivation ffn_act;
+  // Optional rope_freqs.weight: per-pair frequency factors on every layer (Llama 3.1+).
+  bool rope_freqs = false;
   // Reads the family's hyper-parameters beyond the shared ones (per-layer windows and RoPE
   // bases, embedding and query scales, softcapping) into a spec whose shared fields are set and
   // whose layers are all global at rope.freq_base. nullptr: nothing more.

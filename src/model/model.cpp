@@ -130,6 +130,14 @@ Status ModelLoader::ReadSpec(const Architecture& a, ModelSpec* s) {
   }
   s->n_vocab = static_cast<int>(embd->dims[1]);
   s->tied_output = f_.FindTensor("output.weight") == nullptr;
+  if (a.rope_freqs && f_.FindTensor("rope_freqs.weight") != nullptr) {
+    KVMEM_ASSIGN_OR_RETURN(s->rope_freq_factors, Vector("rope_freqs.weight", s->rope_dim / 2));
+    for (float ff : s->rope_freq_factors) {
+      if (!(ff > 0.0f) || !std::isfinite(ff)) {
+        return Corrupt("tensor 'rope_freqs.weight' holds a factor that is not a finite number > 0");
+      }
+    }
+  }
   return Status::Ok();
 }
 
@@ -284,7 +292,7 @@ std::vector<kv::RopeSpec> Model::rope_specs() const {
   std::vector<kv::RopeSpec> specs;
   specs.reserve(spec_.layers.size());
   for (const LayerSpec& l : spec_.layers) {
-    specs.push_back({spec_.rope_dim, l.rope_freq_base, spec_.rope_mode});
+    specs.push_back({spec_.rope_dim, l.rope_freq_base, spec_.rope_mode, spec_.rope_freq_factors});
   }
   return specs;
 }

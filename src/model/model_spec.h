@@ -46,6 +46,9 @@ struct ModelSpec {
   float rms_eps = 1e-5f;
   float rope_freq_base = 10000.0f;  // {arch}.rope.freq_base: the global layers' base
   int rope_dim = 0;                 // dims of each head that RoPE rotates
+  // (rope_dim / 2) per-pair frequency factors (Llama 3.1+'s rope_freqs.weight: each pair's
+  // angle divided by its factor, every layer); empty: none.
+  std::vector<float> rope_freq_factors;
   kernels::RopeMode rope_mode = kernels::RopeMode::kNormal;
   std::vector<LayerSpec> layers;  // (n_layers)
 

@@ -296,11 +296,13 @@ INSTANTIATE_TEST_SUITE_P(AllIsas, OpsTest, testing::Values(Isa::kScalar, Isa::kA
 
 // Direct rotation in double: pair i turns by pos * base^(-2i/rot_dim). x: (n_heads, head_dim).
 std::vector<double> RopeDouble(const std::vector<float>& x, int n_heads, int head_dim, int rot_dim,
-                               double pos, double base, RopeMode mode) {
+                               double pos, double base, RopeMode mode,
+                               const float* factors = nullptr) {
   std::vector<double> y(x.begin(), x.end());
   for (int h = 0; h < n_heads; ++h) {
     for (int i = 0; i < rot_dim / 2; ++i) {
-      const double theta = pos * std::pow(base, -2.0 * i / rot_dim);
+      const double theta =
+          pos * std::pow(base, -2.0 * i / rot_dim) / (factors != nullptr ? factors[i] : 1.0);
       const int i0 = h * head_dim + (mode == RopeMode::kNeox ? i : 2 * i);
       const int i1 = i0 + (mode == RopeMode::kNeox ? rot_dim / 2 : 1);
       y[i0] = x[i0] * std::cos(theta) - x[i1] * std::sin(theta);
@@ -413,6 +415,41 @@ TEST(Rope, MatchesDoubleRotation) {
         std::vector<float> z = x;
         RopeWithCache(z.data(), n_heads, s.head_dim, cache, s.mode);
         EXPECT_EQ(z, y) << "cache differs from Rope: " << ShapeName(s, pos);
+      }
+    }
+  }
+}
+
+// Llama 3.1's frequency factors: pair i's angle divided by factors[i] (ggml_rope_ext's
+// freq_factors), against the double rotation; the float angle's error is the recurrence's
+// divided by the factor, plus one rounding of the division.
+TEST(Rope, FrequencyFactorsDivideEachPairsAngle) {
+  std::mt19937 rng(11);
+  const int n_heads = 3;
+  for (const RopeShape& s : kRopeShapes) {
+    std::vector<float> factors;
+    for (int i = 0; i < s.rot_dim / 2; ++i) factors.push_back(1.0f + 7.0f * i / (s.rot_dim / 2));
+    for (int64_t pos : {0, 1, 17, 1000, 8191, -8191, 100000}) {
+      std::vector<float> x = RandomVector(&rng, n_heads * s.head_dim, 1.0f);
+      std::vector<float> y = x;
+      Rope(y.data(), n_heads, s.head_dim, s.rot_dim, pos, 500000.0f, s.mode, factors.data());
+      std::vector<double> bounds;
+      for (int i = 0; i < s.rot_dim / 2; ++i) {
+        bounds.push_back(AngleBound(i, s.rot_dim, pos, 500000.0) / factors[i] + 4 * kU);
+      }
+      ExpectRopeNear(y,
+                     RopeDouble(x, n_heads, s.head_dim, s.rot_dim, pos, 500000.0, s.mode,
+                                factors.data()),
+                     x, n_heads, s.head_dim, s.rot_dim, s.mode, bounds, ShapeName(s, pos));
+      RopeCache cache;
+      InitRopeCache(pos, s.rot_dim, 500000.0f, &cache, factors.data());
+      std::vector<float> z = x;
+      RopeWithCache(z.data(), n_heads, s.head_dim, cache, s.mode);
+      EXPECT_EQ(z, y) << "cache differs from Rope: " << ShapeName(s, pos);
+      if (pos != 0 && s.rot_dim > 2) {  // the factors change every pair but the first
+        std::vector<float> plain = x;
+        Rope(plain.data(), n_heads, s.head_dim, s.rot_dim, pos, 500000.0f, s.mode);
+        EXPECT_NE(plain, y);
       }
     }
   }

@@ -211,8 +211,9 @@ TEST(ModelLoad, WhatWouldChangeTheMathIsRefusedByName) {
   std::vector<BadCase> cases;
   {
     TinyConfig c;
+    c.arch = "qwen2";  // llama reads them (Llama 3.1+); qwen2 files do not carry them
     c.extra_tensors = {{"rope_freqs.weight", {c.head_dim / 2}}};
-    cases.push_back({"llama 3.1 rope factors", c, ErrorCode::kUnsupported, "'rope_freqs.weight'"});
+    cases.push_back({"rope factors on qwen2", c, ErrorCode::kUnsupported, "'rope_freqs.weight'"});
   }
   {
     TinyConfig c;
@@ -251,6 +252,24 @@ TEST(ModelLoad, WhatWouldChangeTheMathIsRefusedByName) {
                             {"general.license", "apache-2.0"}};
   auto m = LoadTiny(fine);
   EXPECT_TRUE(m.ok()) << m.status().ToString();
+}
+
+// Llama 3.1+'s rope_freqs.weight is read into the spec and every layer's RoPE; factors that are
+// not finite and positive are refused by name.
+TEST(ModelLoad, LlamaReadsRopeFrequencyFactors) {
+  TinyConfig c;
+  c.extra_tensors = {{"rope_freqs.weight", {c.head_dim / 2}}};
+  c.rope_freqs_ramp = 3.0f;
+  auto m = LoadTiny(c);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  const std::vector<float>& f = (*m)->spec().rope_freq_factors;
+  ASSERT_EQ(f.size(), static_cast<size_t>(c.head_dim / 2));
+  for (size_t i = 0; i < f.size(); ++i) EXPECT_FLOAT_EQ(f[i], 1.0f + 3.0f * i / f.size());
+  for (const kv::RopeSpec& r : (*m)->rope_specs()) EXPECT_EQ(r.freq_factors, f);
+  c.rope_freqs_ramp = -2.0f;  // 1 - 2i/n: 0 and below
+  auto bad = LoadTiny(c);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("rope_freqs.weight"), std::string::npos);
 }
 
 TEST(ModelLoad, MissingFileIsAnIoError) {

@@ -40,6 +40,8 @@ struct TinyConfig {
   std::vector<std::pair<std::string, std::vector<int64_t>>> extra_tensors;
   std::vector<std::pair<std::string, float>> extra_f32_keys;
   std::vector<std::pair<std::string, std::string>> extra_string_keys;
+  // rope_freqs.weight, when among extra_tensors, holds 1 + ramp * i / n (Llama 3.1's rise).
+  float rope_freqs_ramp = 0.0f;
 };
 
 inline std::vector<uint8_t> BuildTinyGguf(const TinyConfig& c, uint32_t seed = 1) {
@@ -115,9 +117,13 @@ inline std::vector<uint8_t> BuildTinyGguf(const TinyConfig& c, uint32_t seed = 1
   std::normal_distribution<float> normal(0.0f, 0.3f);
   for (const gguf::TensorInfo& t : parsed->tensors()) {
     const bool is_norm = t.name.find("norm") != std::string::npos;
+    const bool is_factor = t.name == "rope_freqs.weight";
     uint8_t* dst = bytes.data() + (t.data - bytes.data());
     for (int64_t i = 0; i < t.n_elements; ++i) {
-      float v = is_norm ? 1.0f + 0.2f * normal(rng) : normal(rng);
+      float v = is_factor ? 1.0f + c.rope_freqs_ramp * static_cast<float>(i) /
+                                       static_cast<float>(t.n_elements)
+                : is_norm ? 1.0f + 0.2f * normal(rng)
+                          : normal(rng);
       std::memcpy(dst + i * 4, &v, 4);
     }
   }

@@ -160,9 +160,25 @@ def make_matrix(rng, n_out: int, n_in: int, qname: str, std: float):
 ARCHS = ("llama", "qwen2", "qwen3", "gemma3")
 
 
+def llama3_rope_factors(n_rot: int, base: float, factor: float = 8.0, low: float = 1.0,
+                       high: float = 4.0, orig_ctx: int = 64) -> np.ndarray:
+    """Llama 3.1's rope_freqs (transformers' _compute_llama3_parameters, llama.cpp's converter):
+    pairs whose wavelength is above orig_ctx / low are slowed by `factor`, those below
+    orig_ctx / high kept, those between blended. orig_ctx is cut from 8192 to 64 so that a
+    97-token test reads every kind of pair."""
+    freqs = base ** (-np.arange(0, n_rot, 2, dtype=np.float64) / n_rot)
+    wavelen = 2 * np.pi / freqs
+    smooth = (orig_ctx / wavelen - low) / (high - low)
+    out = np.where(wavelen < orig_ctx / high, 1.0,
+                   np.where(wavelen > orig_ctx / low, factor,
+                            1.0 / ((1 - smooth) / factor + smooth)))
+    return out.astype(np.float32)
+
+
 def write(arch: str, out: str, wtype: str = "mixed", dim: int | None = None,
           seed: int | None = None, tied: bool | None = None, window: int | None = None,
-          swa_base: float | None = None, softcap: float | None = None) -> str:
+          swa_base: float | None = None, softcap: float | None = None,
+          rope_freqs: bool = False) -> str:
     if arch not in ARCHS:
         raise ValueError(arch)
     if dim is None:
@@ -233,6 +249,8 @@ def write(arch: str, out: str, wtype: str = "mixed", dim: int | None = None,
     emb_std = 2.0 / np.sqrt(D)   # logits std ~ 2 when tied
     add_mat("token_embd.weight", N_VOCAB, D, emb_std, emb_type)
     add_vec("output_norm.weight", D, 1.0, 0.1)
+    if rope_freqs:  # Llama 3.1+: per-pair frequency factors, one tensor for every layer
+        w.add_tensor("rope_freqs.weight", llama3_rope_factors(hd, c["rope_base"]))
     if not c["tied"]:
         add_mat("output.weight", N_VOCAB, D, 2.0 / np.sqrt(D),
                 {"mixed": "Q4_0", "mixed-k": "Q4_K"}.get(wtype, wtype))

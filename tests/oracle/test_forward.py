@@ -88,6 +88,7 @@ MAX_COMPARED = 64_000_000  # logits compared per case (float64: 512 MB per copy)
 TINY_CASES = [
     ("llama", "mixed", {}, 97),
     ("llama", "mixed", {"tied": False}, 600),
+    ("llama", "mixed", {"rope_freqs": True}, 97),  # Llama 3.1+'s frequency factors
     ("llama", "mixed-k", {}, 97),
     ("llama", "F32", {}, 97),
     ("llama", "F16", {}, 97),
