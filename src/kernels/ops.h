@@ -48,13 +48,14 @@ const OpsTable& GetOps(Isa isa);
 inline const OpsTable& Ops() { return GetOps(ActiveIsa()); }
 
 // Rotates the first rot_dim dims of each of n_heads vectors (head_dim apart) in x by angle
-// pos * theta_i, theta_i = freq_base^(-2i/rot_dim) / freq_factors[i] (freq_factors: null, or
-// (rot_dim / 2) of them: Llama 3.1's rope_freqs). pos may be negative (un-rotation) so that
+// freq_scale * pos * theta_i, theta_i = freq_base^(-2i/rot_dim) / freq_factors[i] (freq_factors:
+// null, or (rot_dim / 2) of them: Llama 3.1's rope_freqs; freq_scale: linear rope scaling,
+// 1 / rope.scaling.factor). pos may be negative (un-rotation) so that
 // stored keys can be re-rotated to new positions: Rope(p2) after Rope(p1) == Rope(p1 + p2) up to
 // float rounding. Dims rot_dim..head_dim-1 are unchanged. rot_dim is even and <= head_dim.
 // x: (n_heads, head_dim).
 void Rope(float* x, int n_heads, int head_dim, int rot_dim, int64_t pos, float freq_base,
-          RopeMode mode, const float* freq_factors = nullptr);
+          RopeMode mode, const float* freq_factors = nullptr, float freq_scale = 1.0f);
 
 // cos and sin of the RoPE angles of one position, so that many heads (Q and K of a token, or a
 // batch of stored keys shifted by the same delta) share one evaluation of cosf/sinf.
@@ -68,7 +69,7 @@ struct RopeCache {
 // Fills `cache` for `pos`; reuses its buffers, so refilling a cache of the same rot_dim does not
 // allocate.
 void InitRopeCache(int64_t pos, int rot_dim, float freq_base, RopeCache* cache,
-                   const float* freq_factors = nullptr);
+                   const float* freq_factors = nullptr, float freq_scale = 1.0f);
 
 // Rope() with the angles of `cache` (rot_dim = cache.rot_dim). x: (n_heads, head_dim).
 void RopeWithCache(float* x, int n_heads, int head_dim, const RopeCache& cache, RopeMode mode);

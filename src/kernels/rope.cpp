@@ -1,7 +1,8 @@
 // Rotary position embedding (ops.h), with angles computed exactly as ggml_rope_cache_init does
 // for ext_factor = 0, freq_scale = 1: theta = pos, then theta *= theta_scale per pair, in float,
 // each pair's angle divided by its frequency factor when there are any (Llama 3.1's rope_freqs,
-// as ggml_rope_ext's freq_factors). The rotation itself is OpsTable::rope_rotate (scalar here, AVX2 in
+// as ggml_rope_ext's freq_factors), then multiplied by freq_scale (linear rope scaling: 1 /
+// rope.scaling.factor, as ggml's theta_interp). The rotation itself is OpsTable::rope_rotate (scalar here, AVX2 in
 // rope_avx2.cpp); cosf/sinf are amortized over heads by RopeCache.
 #include <cassert>
 #include <cmath>
@@ -14,12 +15,13 @@ namespace kvmem::kernels {
 namespace {
 
 // Fills cos/sin for pairs 0..n_pairs-1.
-void Angles(int64_t pos, int rot_dim, float freq_base, const float* freq_factors, float* cos_out,
-            float* sin_out) {
+void Angles(int64_t pos, int rot_dim, float freq_base, const float* freq_factors,
+            float freq_scale, float* cos_out, float* sin_out) {
   const float theta_scale = std::pow(freq_base, -2.0f / static_cast<float>(rot_dim));
   float theta = static_cast<float>(pos);
   for (int i = 0; i < rot_dim / 2; ++i) {
-    const float angle = freq_factors != nullptr ? theta / freq_factors[i] : theta;
+    const float extrap = freq_factors != nullptr ? theta / freq_factors[i] : theta;
+    const float angle = freq_scale * extrap;
     cos_out[i] = std::cos(angle);
     sin_out[i] = std::sin(angle);
     theta *= theta_scale;
@@ -49,12 +51,13 @@ void RopeRotateScalar(float* x, int n_heads, int head_dim, int rot_dim, const fl
 }
 
 void InitRopeCache(int64_t pos, int rot_dim, float freq_base, RopeCache* cache,
-                   const float* freq_factors) {
+                   const float* freq_factors, float freq_scale) {
   cache->rot_dim = rot_dim;
   cache->pos = pos;
   cache->cos.resize(rot_dim / 2);
   cache->sin.resize(rot_dim / 2);
-  Angles(pos, rot_dim, freq_base, freq_factors, cache->cos.data(), cache->sin.data());
+  Angles(pos, rot_dim, freq_base, freq_factors, freq_scale, cache->cos.data(),
+         cache->sin.data());
 }
 
 void RopeWithCache(float* x, int n_heads, int head_dim, const RopeCache& cache, RopeMode mode) {
@@ -63,17 +66,17 @@ void RopeWithCache(float* x, int n_heads, int head_dim, const RopeCache& cache, 
 }
 
 void Rope(float* x, int n_heads, int head_dim, int rot_dim, int64_t pos, float freq_base,
-          RopeMode mode, const float* freq_factors) {
+          RopeMode mode, const float* freq_factors, float freq_scale) {
   constexpr int kMaxStackPairs = 256;
   if (rot_dim / 2 > kMaxStackPairs) {
     RopeCache cache;
-    InitRopeCache(pos, rot_dim, freq_base, &cache, freq_factors);
+    InitRopeCache(pos, rot_dim, freq_base, &cache, freq_factors, freq_scale);
     RopeWithCache(x, n_heads, head_dim, cache, mode);
     return;
   }
   float cos_t[kMaxStackPairs];
   float sin_t[kMaxStackPairs];
-  Angles(pos, rot_dim, freq_base, freq_factors, cos_t, sin_t);
+  Angles(pos, rot_dim, freq_base, freq_factors, freq_scale, cos_t, sin_t);
   Ops().rope_rotate(x, n_heads, head_dim, rot_dim, cos_t, sin_t, mode);
 }
 

@@ -22,7 +22,8 @@ class DeltaRotator {
   // x: (n_heads, head_dim).
   void Rotate(float* x, int n_heads, int64_t delta) {
     if (!ready_ || delta != cache_.pos) {
-      kernels::InitRopeCache(delta, rope_.rot_dim, rope_.freq_base, &cache_, rope_.factors());
+      kernels::InitRopeCache(delta, rope_.rot_dim, rope_.freq_base, &cache_, rope_.factors(),
+                             rope_.freq_scale);
       ready_ = true;
     }
     kernels::RopeWithCache(x, n_heads, head_dim_, cache_, rope_.mode);

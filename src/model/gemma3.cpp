@@ -3,6 +3,8 @@
 //  - RMSNorm of each sub-layer's output before its residual add (post_attention_norm,
 //    post_ffw_norm); the GGUF converter already stored every norm weight as Gemma's 1 + w;
 //  - GeGLU FFN: gelu_tanh(x W_gate^T) * (x W_up^T);
+//  - linear rope scaling (Gemma 3 4B, 12B, 27B: factor 8) on the global layers only, as
+//    llama.cpp applies it (rope_freq_scale_train_swa = 1): local layers keep scale 1;
 //  - interleaved attention: five local layers, whose tokens read only the last
 //    attention.sliding_window positions and are rotated with RoPE base 10000, then one global
 //    layer (layer % 6 == 5) rotated with rope.freq_base. Gemma-3 GGUFs store neither the pattern

@@ -16,9 +16,10 @@ constexpr Key kSharedKeys[] = {
     Key::kLayerNormRmsEps,    Key::kRopeDimensionCount, Key::kRopeFreqBase,
     Key::kRopeScalingType,
 };
-// Inert while rope.scaling.type is none or absent (ReadSpec refuses every other type).
-constexpr Key kInertWithoutScaling[] = {Key::kRopeScalingFactor,
-                                        Key::kRopeScalingOrigContextLength};
+// Read (linear: the factor) or inert (none) while rope.scaling.type is none, absent or linear;
+// ReadSpec refuses every other type.
+constexpr Key kLinearScalingKeys[] = {Key::kRopeScalingFactor,
+                                      Key::kRopeScalingOrigContextLength};
 
 // Words of a key name that say it changes the computation.
 constexpr std::string_view kMathWords[] = {
@@ -49,8 +50,8 @@ Status CheckNothingIgnored(const gguf::GgufFile& f, const Architecture& a,
   for (Key k : a.family_keys) read.insert(f.Name(k, a.gguf_name));
   const Result<std::string_view> type = f.GetStringOr(Key::kRopeScalingType, "none");
   const std::string scaling = type.ok() ? std::string(*type) : "none";
-  if (scaling == "none" || scaling.empty()) {
-    for (Key k : kInertWithoutScaling) read.insert(f.Name(k, a.gguf_name));
+  if (scaling == "none" || scaling.empty() || scaling == "linear") {
+    for (Key k : kLinearScalingKeys) read.insert(f.Name(k, a.gguf_name));
   }
   const std::string prefix = std::string(a.gguf_name) + ".";
   for (const gguf::KeyValue& kv : f.metadata()) {

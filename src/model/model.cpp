@@ -111,16 +111,28 @@ Status ModelLoader::ReadSpec(const Architecture& a, ModelSpec* s) {
   if (!(s->rms_eps > 0.0f) || !(s->rms_eps < 1.0f)) {
     return Corrupt("attention.layer_norm_rms_epsilon must be in (0, 1)");
   }
-  Result<std::string_view> scaling = f_.GetStringOr(Key::kRopeScalingType, "none");
-  if (scaling.ok() && *scaling != "none" && *scaling != "") {
-    return Unsupported("rope scaling '" + std::string(*scaling) + "'");
+  // Rope scaling: none, or linear (angles times 1 / factor, as llama.cpp's freq_scale); YaRN
+  // and the others are refused.
+  KVMEM_ASSIGN_OR_RETURN(std::string_view scaling, f_.GetStringOr(Key::kRopeScalingType, "none"));
+  float freq_scale = 1.0f;
+  if (scaling == "linear") {
+    KVMEM_ASSIGN_OR_RETURN(float factor, f_.GetFloat(Key::kRopeScalingFactor));
+    if (!(factor >= 0.0f) || !std::isfinite(factor)) {
+      return Corrupt("metadata '" + f_.Name(Key::kRopeScalingFactor) +
+                     "' must be a finite number >= 0");
+    }
+    freq_scale = factor == 0.0f ? 1.0f : 1.0f / factor;  // llama.cpp: 0 means none
+  } else if (scaling != "none" && !scaling.empty()) {
+    return Unsupported("rope scaling '" + std::string(scaling) + "'");
   }
   s->rope_mode = a.rope_mode;
   s->qkv_bias = a.qkv_bias;
   s->qk_norm = a.qk_norm;
   s->post_norms = a.post_norms;
   s->ffn_act = a.ffn_act;
-  s->layers.assign(s->n_layers, {.rope_freq_base = s->rope_freq_base, .sliding_window = 0});
+  s->layers.assign(s->n_layers, {.rope_freq_base = s->rope_freq_base,
+                                 .sliding_window = 0,
+                                 .rope_freq_scale = freq_scale});
   if (a.read_hparams != nullptr) KVMEM_RETURN_IF_ERROR(a.read_hparams(f_, s));
   const gguf::TensorInfo* embd = f_.FindTensor("token_embd.weight");
   if (embd == nullptr) return NotFound("tensor 'token_embd.weight' is missing");
@@ -292,7 +304,8 @@ std::vector<kv::RopeSpec> Model::rope_specs() const {
   std::vector<kv::RopeSpec> specs;
   specs.reserve(spec_.layers.size());
   for (const LayerSpec& l : spec_.layers) {
-    specs.push_back({spec_.rope_dim, l.rope_freq_base, spec_.rope_mode, spec_.rope_freq_factors});
+    specs.push_back({spec_.rope_dim, l.rope_freq_base, spec_.rope_mode, spec_.rope_freq_factors,
+                     l.rope_freq_scale});
   }
   return specs;
 }

@@ -446,6 +446,16 @@ TEST(Rope, FrequencyFactorsDivideEachPairsAngle) {
       std::vector<float> z = x;
       RopeWithCache(z.data(), n_heads, s.head_dim, cache, s.mode);
       EXPECT_EQ(z, y) << "cache differs from Rope: " << ShapeName(s, pos);
+      // Linear scaling on top: every angle times the scale.
+      std::vector<float> scaled = x;
+      Rope(scaled.data(), n_heads, s.head_dim, s.rot_dim, pos, 500000.0f, s.mode, factors.data(),
+           0.125f);
+      std::vector<double> scaled_bounds;
+      for (double b : bounds) scaled_bounds.push_back(0.125 * b + 2 * kU);
+      ExpectRopeNear(scaled,
+                     RopeDouble(x, n_heads, s.head_dim, s.rot_dim, 0.125 * pos, 500000.0, s.mode,
+                                factors.data()),
+                     x, n_heads, s.head_dim, s.rot_dim, s.mode, scaled_bounds, ShapeName(s, pos));
       if (pos != 0 && s.rot_dim > 2) {  // the factors change every pair but the first
         std::vector<float> plain = x;
         Rope(plain.data(), n_heads, s.head_dim, s.rot_dim, pos, 500000.0f, s.mode);

@@ -503,8 +503,8 @@ TEST_P(KvPoolFormatTest, RepositionEqualsWritingAtNewPositions) {
   std::mt19937 rng(7);
   const int hd = 64, n = 50, first = 5, moved = 40;
   const KvGeometry g = Geometry(hd);
-  const std::vector<RopeSpec> rope = {{hd, 10000.0f, kernels::RopeMode::kNormal, {}},
-                                      {32, 1e6f, kernels::RopeMode::kNeox, {}}};
+  const std::vector<RopeSpec> rope = {{hd, 10000.0f, kernels::RopeMode::kNormal, {}, 1.0f},
+                                      {32, 1e6f, kernels::RopeMode::kNeox, {}, 1.0f}};
   std::vector<std::vector<float>> raw_k;  // per layer (n, heads, hd), before rotation
   std::vector<std::vector<float>> v;
   for (int l = 0; l < g.n_layers; ++l) {

@@ -272,6 +272,37 @@ TEST(ModelLoad, LlamaReadsRopeFrequencyFactors) {
   EXPECT_NE(bad.status().message().find("rope_freqs.weight"), std::string::npos);
 }
 
+// Linear rope scaling: every layer's angles times 1 / factor, except Gemma-3's local layers
+// (llama.cpp: rope_freq_scale_train_swa = 1); a factor of 0 means none, a negative one is refused.
+TEST(ModelLoad, LinearRopeScaling) {
+  TinyConfig llama;
+  llama.extra_string_keys = {{"llama.rope.scaling.type", "linear"}};
+  llama.extra_f32_keys = {{"llama.rope.scaling.factor", 4.0f}};
+  auto m = LoadTiny(llama);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  for (const LayerSpec& l : (*m)->spec().layers) EXPECT_EQ(l.rope_freq_scale, 0.25f);
+  for (const kv::RopeSpec& r : (*m)->rope_specs()) EXPECT_EQ(r.freq_scale, 0.25f);
+
+  TinyConfig gemma;
+  gemma.arch = "gemma3";
+  gemma.n_layers = 7;
+  gemma.extra_string_keys = {{"gemma3.rope.scaling.type", "linear"}};
+  gemma.extra_f32_keys = {{"gemma3.rope.scaling.factor", 8.0f}};
+  auto g = LoadTiny(gemma);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  const std::vector<LayerSpec>& layers = (*g)->spec().layers;
+  for (int l = 0; l < 7; ++l) EXPECT_EQ(layers[l].rope_freq_scale, l == 5 ? 0.125f : 1.0f) << l;
+
+  llama.extra_f32_keys = {{"llama.rope.scaling.factor", 0.0f}};
+  m = LoadTiny(llama);
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ((*m)->spec().layers[0].rope_freq_scale, 1.0f);
+  llama.extra_f32_keys = {{"llama.rope.scaling.factor", -2.0f}};
+  EXPECT_EQ(LoadTiny(llama).status().code(), ErrorCode::kCorrupt);
+  llama.extra_f32_keys = {};
+  EXPECT_EQ(LoadTiny(llama).status().code(), ErrorCode::kNotFound);  // linear needs its factor
+}
+
 TEST(ModelLoad, MissingFileIsAnIoError) {
   auto m = Model::Load("/nonexistent/model.gguf");
   ASSERT_FALSE(m.ok());

@@ -178,7 +178,7 @@ def llama3_rope_factors(n_rot: int, base: float, factor: float = 8.0, low: float
 def write(arch: str, out: str, wtype: str = "mixed", dim: int | None = None,
           seed: int | None = None, tied: bool | None = None, window: int | None = None,
           swa_base: float | None = None, softcap: float | None = None,
-          rope_freqs: bool = False) -> str:
+          rope_freqs: bool = False, rope_scale: float | None = None) -> str:
     if arch not in ARCHS:
         raise ValueError(arch)
     if dim is None:
@@ -216,6 +216,9 @@ def write(arch: str, out: str, wtype: str = "mixed", dim: int | None = None,
         w.add_value_length(hd)
     w.add_rope_dimension_count(hd)
     w.add_rope_freq_base(c["rope_base"])
+    if rope_scale is not None:  # linear scaling, as Gemma 3 4B/12B/27B carry it (factor 8)
+        w.add_string(f"{arch}.rope.scaling.type", "linear")
+        w.add_float32(f"{arch}.rope.scaling.factor", rope_scale)
     w.add_layer_norm_rms_eps(c["eps"])
     if arch == "gemma3":
         w.add_sliding_window(c["window"])

@@ -86,6 +86,9 @@ class HParams:
     # Per layer: RoPE base and sliding window (0 = global attention).
     layer_rope_base: list = field(default_factory=list)
     layer_window: list = field(default_factory=list)
+    # Per layer: linear rope scaling, angles times 1 / rope.scaling.factor (gemma3: global
+    # layers only, as llama.cpp's rope_freq_scale_train_swa = 1).
+    layer_rope_scale: list = field(default_factory=list)
     embd_scale: float = 1.0
     attn_scale: float = 0.0        # 0: 1/sqrt(head_dim_k)
     post_norms: bool = False
@@ -181,6 +184,11 @@ def load(path: str) -> Model:
                  n_rot=n_rot, rope_base=rope_base, rms_eps=eps, n_ff=n_ff,
                  n_vocab=n_vocab, neox=arch in ("qwen2", "qwen3", "gemma3"),
                  layer_rope_base=[rope_base] * n_layer, layer_window=[0] * n_layer)
+    scaling = kv("rope.scaling.type", "none")
+    if scaling not in ("none", "", "linear"):
+        raise NotImplementedError(f"rope scaling {scaling}")
+    factor = float(kv("rope.scaling.factor", 0.0)) if scaling == "linear" else 0.0
+    hp.layer_rope_scale = [1.0 / factor if factor else 1.0] * n_layer
     if arch == "gemma3":
         window = int(kv("attention.sliding_window"))
         local_base = float(kv("rope.freq_base_swa", 10000.0))
@@ -188,6 +196,7 @@ def load(path: str) -> Model:
             if window > 0 and i % 6 != 5:
                 hp.layer_window[i] = window
                 hp.layer_rope_base[i] = local_base
+                hp.layer_rope_scale[i] = 1.0
         hp.embd_scale = float(np.sqrt(np.float32(n_embd)))
         qpas = n_embd // n_head if n_layer == 62 else hdk
         hp.attn_scale = 1.0 / np.sqrt(qpas)
@@ -248,7 +257,8 @@ def rms_norm(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
 
 
 def rope(x: np.ndarray, pos: np.ndarray, hp: HParams,
-         freq_factors: np.ndarray | None, base: float | None = None) -> np.ndarray:
+         freq_factors: np.ndarray | None, base: float | None = None,
+         scale: float = 1.0) -> np.ndarray:
     """x: (n_heads, T, head_dim). Rotates the first n_rot dims."""
     n_rot = hp.n_rot
     half = n_rot // 2
@@ -256,7 +266,7 @@ def rope(x: np.ndarray, pos: np.ndarray, hp: HParams,
     inv = base ** (-np.arange(half, dtype=F) * 2.0 / n_rot)   # theta_i
     if freq_factors is not None:
         inv = inv / freq_factors
-    ang = pos.astype(F)[:, None] * inv[None, :]                      # (T, half)
+    ang = scale * pos.astype(F)[:, None] * inv[None, :]              # (T, half)
     c, s = np.cos(ang), np.sin(ang)
     y = x.copy()
     if hp.neox:
@@ -401,8 +411,9 @@ def forward(m: Model, token_ids, last_only: bool = False,
             q = rms_norm(q, L.q_norm, hp.rms_eps)
         if L.k_norm is not None:
             k = rms_norm(k, L.k_norm, hp.rms_eps)
-        q = kvr(rope(q, pos, hp, m.rope_freq_factors, base))
-        k = kvr(rope(k, pos, hp, m.rope_freq_factors, base))
+        rope_scale = hp.layer_rope_scale[li]
+        q = kvr(rope(q, pos, hp, m.rope_freq_factors, base, rope_scale))
+        k = kvr(rope(k, pos, hp, m.rope_freq_factors, base, rope_scale))
         v = kvr(v)
         if cache is not None:
             if n_past:

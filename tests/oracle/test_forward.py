@@ -110,6 +110,9 @@ TINY_CASES = [
     ("gemma3", "mixed-k", {}, 97),
     ("gemma3", "Q8_0", {"swa_base": 20000.0, "softcap": 5.0}, 97),
     ("gemma3", "Q4_K", {"tied": False, "window": 300}, 600),
+    # Gemma 3 4B+: linear rope scaling, factor 8, on the global layer (5) only
+    ("gemma3", "mixed", {"rope_scale": 8.0}, 97),
+    ("llama", "mixed", {"rope_scale": 4.0}, 97),  # linear scaling on every layer
 ]
 
 
