@@ -39,6 +39,8 @@ constexpr std::array<KeyEntry, kNumKeys> kKeys = {{
     {Key::kRopeScalingType, "{arch}.rope.scaling.type"},
     {Key::kRopeScalingFactor, "{arch}.rope.scaling.factor"},
     {Key::kRopeScalingOrigContextLength, "{arch}.rope.scaling.original_context_length"},
+    {Key::kRopeScalingAttnFactor, "{arch}.rope.scaling.attn_factor"},
+    {Key::kRopeScalingFinetuned, "{arch}.rope.scaling.finetuned"},
     {Key::kAttnLogitSoftcapping, "{arch}.attn_logit_softcapping"},
     {Key::kFinalLogitSoftcapping, "{arch}.final_logit_softcapping"},
     {Key::kTokenizerModel, "tokenizer.ggml.model"},

@@ -34,6 +34,8 @@ enum class Key {
   kRopeScalingType,
   kRopeScalingFactor,
   kRopeScalingOrigContextLength,
+  kRopeScalingAttnFactor,
+  kRopeScalingFinetuned,
   kAttnLogitSoftcapping,
   kFinalLogitSoftcapping,
   // tokenizer.*

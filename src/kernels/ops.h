@@ -47,15 +47,27 @@ struct OpsTable {
 const OpsTable& GetOps(Isa isa);
 inline const OpsTable& Ops() { return GetOps(ActiveIsa()); }
 
-// Rotates the first rot_dim dims of each of n_heads vectors (head_dim apart) in x by angle
-// freq_scale * pos * theta_i, theta_i = freq_base^(-2i/rot_dim) / freq_factors[i] (freq_factors:
-// null, or (rot_dim / 2) of them: Llama 3.1's rope_freqs; freq_scale: linear rope scaling,
-// 1 / rope.scaling.factor). pos may be negative (un-rotation) so that
-// stored keys can be re-rotated to new positions: Rope(p2) after Rope(p1) == Rope(p1 + p2) up to
-// float rounding. Dims rot_dim..head_dim-1 are unchanged. rot_dim is even and <= head_dim.
-// x: (n_heads, head_dim).
+// How RoPE's angles are stretched beyond freq_base and the frequency factors, as ggml_rope_ext's
+// freq_scale, ext_factor and corr_dims. Pair i's extrapolated angle is
+// e_i = pos * freq_base^(-2i/rot_dim) / freq_factors[i] and its interpolated angle freq_scale * e_i;
+// the angle used is the interpolated one, except under YaRN (ext_factor > 0), where it is
+// mixed back toward e_i by ramp_i * ext_factor, ramp_i = 1 - clamp((i - corr_low) /
+// max(0.001, corr_high - corr_low), 0, 1): the fast pairs (below corr_low) keep e_i, the slow ones
+// (above corr_high) are interpolated. Every angle stays linear in pos, so rotations compose.
+struct RopeScaling {
+  float freq_scale = 1.0f;  // 1 / rope.scaling.factor (linear and YaRN)
+  float ext_factor = 0.0f;  // 0: no YaRN mixing; 1: YaRN
+  float corr_low = 0.0f;    // ggml_rope_yarn_corr_dims
+  float corr_high = 0.0f;
+};
+
+// Rotates the first rot_dim dims of each of n_heads vectors (head_dim apart) in x by the angles
+// of RopeScaling (freq_factors: null, or (rot_dim / 2) of them: Llama 3.1's rope_freqs). pos may
+// be negative (un-rotation) so that stored keys can be re-rotated to new positions: Rope(p2)
+// after Rope(p1) == Rope(p1 + p2) up to float rounding. Dims rot_dim..head_dim-1 are unchanged.
+// rot_dim is even and <= head_dim. x: (n_heads, head_dim).
 void Rope(float* x, int n_heads, int head_dim, int rot_dim, int64_t pos, float freq_base,
-          RopeMode mode, const float* freq_factors = nullptr, float freq_scale = 1.0f);
+          RopeMode mode, const float* freq_factors = nullptr, const RopeScaling& scaling = {});
 
 // cos and sin of the RoPE angles of one position, so that many heads (Q and K of a token, or a
 // batch of stored keys shifted by the same delta) share one evaluation of cosf/sinf.
@@ -67,9 +79,11 @@ struct RopeCache {
 };
 
 // Fills `cache` for `pos`; reuses its buffers, so refilling a cache of the same rot_dim does not
-// allocate.
+// allocate. magnitude multiplies cos and sin (YaRN's attention factor, which the forward pass
+// applies to Q and K as ggml's mscale; re-rotations of stored vectors use 1).
 void InitRopeCache(int64_t pos, int rot_dim, float freq_base, RopeCache* cache,
-                   const float* freq_factors = nullptr, float freq_scale = 1.0f);
+                   const float* freq_factors = nullptr, const RopeScaling& scaling = {},
+                   float magnitude = 1.0f);
 
 // Rope() with the angles of `cache` (rot_dim = cache.rot_dim). x: (n_heads, head_dim).
 void RopeWithCache(float* x, int n_heads, int head_dim, const RopeCache& cache, RopeMode mode);

@@ -1,9 +1,11 @@
-// Rotary position embedding (ops.h), with angles computed exactly as ggml_rope_cache_init does
-// for ext_factor = 0, freq_scale = 1: theta = pos, then theta *= theta_scale per pair, in float,
-// each pair's angle divided by its frequency factor when there are any (Llama 3.1's rope_freqs,
-// as ggml_rope_ext's freq_factors), then multiplied by freq_scale (linear rope scaling: 1 /
-// rope.scaling.factor, as ggml's theta_interp). The rotation itself is OpsTable::rope_rotate (scalar here, AVX2 in
+// Rotary position embedding (ops.h), with angles computed exactly as ggml_rope_cache_init and
+// rope_yarn do: theta = pos, then theta *= theta_scale per pair, in float; each pair's
+// extrapolated angle is theta divided by its frequency factor when there are any (Llama 3.1's
+// rope_freqs, as ggml_rope_ext's freq_factors), its interpolated angle that times freq_scale
+// (linear and YaRN scaling: 1 / rope.scaling.factor), and under YaRN the two are mixed by the
+// ramp of RopeScaling. The rotation itself is OpsTable::rope_rotate (scalar here, AVX2 in
 // rope_avx2.cpp); cosf/sinf are amortized over heads by RopeCache.
+#include <algorithm>
 #include <cassert>
 #include <cmath>
 #include <cstdint>
@@ -14,16 +16,27 @@
 namespace kvmem::kernels {
 namespace {
 
-// Fills cos/sin for pairs 0..n_pairs-1.
+// ggml's rope_yarn_ramp: 1 for the pairs below low, 0 above high, linear between.
+float YarnRamp(float low, float high, int pair) {
+  const float y = (static_cast<float>(pair) - low) / std::max(0.001f, high - low);
+  return 1.0f - std::min(1.0f, std::max(0.0f, y));
+}
+
+// Fills cos/sin (times magnitude) for pairs 0..n_pairs-1.
 void Angles(int64_t pos, int rot_dim, float freq_base, const float* freq_factors,
-            float freq_scale, float* cos_out, float* sin_out) {
+            const RopeScaling& scaling, float magnitude, float* cos_out, float* sin_out) {
   const float theta_scale = std::pow(freq_base, -2.0f / static_cast<float>(rot_dim));
   float theta = static_cast<float>(pos);
   for (int i = 0; i < rot_dim / 2; ++i) {
     const float extrap = freq_factors != nullptr ? theta / freq_factors[i] : theta;
-    const float angle = freq_scale * extrap;
-    cos_out[i] = std::cos(angle);
-    sin_out[i] = std::sin(angle);
+    const float interp = scaling.freq_scale * extrap;
+    float angle = interp;
+    if (scaling.ext_factor != 0.0f) {
+      const float mix = YarnRamp(scaling.corr_low, scaling.corr_high, i) * scaling.ext_factor;
+      angle = interp * (1.0f - mix) + extrap * mix;
+    }
+    cos_out[i] = std::cos(angle) * magnitude;
+    sin_out[i] = std::sin(angle) * magnitude;
     theta *= theta_scale;
   }
 }
@@ -51,12 +64,12 @@ void RopeRotateScalar(float* x, int n_heads, int head_dim, int rot_dim, const fl
 }
 
 void InitRopeCache(int64_t pos, int rot_dim, float freq_base, RopeCache* cache,
-                   const float* freq_factors, float freq_scale) {
+                   const float* freq_factors, const RopeScaling& scaling, float magnitude) {
   cache->rot_dim = rot_dim;
   cache->pos = pos;
   cache->cos.resize(rot_dim / 2);
   cache->sin.resize(rot_dim / 2);
-  Angles(pos, rot_dim, freq_base, freq_factors, freq_scale, cache->cos.data(),
+  Angles(pos, rot_dim, freq_base, freq_factors, scaling, magnitude, cache->cos.data(),
          cache->sin.data());
 }
 
@@ -66,17 +79,17 @@ void RopeWithCache(float* x, int n_heads, int head_dim, const RopeCache& cache, 
 }
 
 void Rope(float* x, int n_heads, int head_dim, int rot_dim, int64_t pos, float freq_base,
-          RopeMode mode, const float* freq_factors, float freq_scale) {
+          RopeMode mode, const float* freq_factors, const RopeScaling& scaling) {
   constexpr int kMaxStackPairs = 256;
   if (rot_dim / 2 > kMaxStackPairs) {
     RopeCache cache;
-    InitRopeCache(pos, rot_dim, freq_base, &cache, freq_factors, freq_scale);
+    InitRopeCache(pos, rot_dim, freq_base, &cache, freq_factors, scaling);
     RopeWithCache(x, n_heads, head_dim, cache, mode);
     return;
   }
   float cos_t[kMaxStackPairs];
   float sin_t[kMaxStackPairs];
-  Angles(pos, rot_dim, freq_base, freq_factors, freq_scale, cos_t, sin_t);
+  Angles(pos, rot_dim, freq_base, freq_factors, scaling, 1.0f, cos_t, sin_t);
   Ops().rope_rotate(x, n_heads, head_dim, rot_dim, cos_t, sin_t, mode);
 }
 

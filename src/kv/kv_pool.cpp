@@ -23,7 +23,7 @@ class DeltaRotator {
   void Rotate(float* x, int n_heads, int64_t delta) {
     if (!ready_ || delta != cache_.pos) {
       kernels::InitRopeCache(delta, rope_.rot_dim, rope_.freq_base, &cache_, rope_.factors(),
-                             rope_.freq_scale);
+                             rope_.scaling);
       ready_ = true;
     }
     kernels::RopeWithCache(x, n_heads, head_dim_, cache_, rope_.mode);

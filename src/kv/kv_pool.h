@@ -64,7 +64,7 @@ struct RopeSpec {
   float freq_base = 10000.0f;
   kernels::RopeMode mode = kernels::RopeMode::kNormal;
   std::vector<float> freq_factors;  // (rot_dim / 2) or empty: kernels::Rope's freq_factors
-  float freq_scale = 1.0f;          // kernels::Rope's freq_scale (linear rope scaling)
+  kernels::RopeScaling scaling = {};  // linear and YaRN scaling of the angles
   const float* factors() const { return freq_factors.empty() ? nullptr : freq_factors.data(); }
 };
 

@@ -25,6 +25,8 @@ struct Architecture {
   FfnActivation ffn_act;
   // Optional rope_freqs.weight: per-pair frequency factors on every layer (Llama 3.1+).
   bool rope_freqs = false;
+  // Rope scaling applies to the sliding-window layers too (GPT-OSS; Gemma-3 keeps them at 1).
+  bool scale_local_layers = false;
   // Reads the family's hyper-parameters beyond the shared ones (per-layer windows and RoPE
   // bases, embedding and query scales, softcapping) into a spec whose shared fields are set and
   // whose layers are all global at rope.freq_base. nullptr: nothing more.

@@ -43,7 +43,8 @@ Status ReadGemma3Hparams(const gguf::GgufFile& f, ModelSpec* s) {
   // window 0: no sliding window, every layer global (llama.cpp's LLAMA_SWA_TYPE_NONE).
   for (int l = 0; l < s->n_layers && window > 0; ++l) {
     if (l % kSwaPattern != kSwaPattern - 1) {
-      s->layers[l] = {.rope_freq_base = local_base, .sliding_window = static_cast<int>(window)};
+      s->layers[l].rope_freq_base = local_base;
+      s->layers[l].sliding_window = static_cast<int>(window);
     }
   }
   KVMEM_ASSIGN_OR_RETURN(s->final_logit_softcap, f.GetFloatOr(Key::kFinalLogitSoftcapping, 0.0f));

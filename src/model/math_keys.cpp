@@ -14,12 +14,10 @@ constexpr Key kSharedKeys[] = {
     Key::kBlockCount,         Key::kFeedForwardLength, Key::kHeadCount,
     Key::kHeadCountKv,        Key::kKeyLength,        Key::kValueLength,
     Key::kLayerNormRmsEps,    Key::kRopeDimensionCount, Key::kRopeFreqBase,
-    Key::kRopeScalingType,
+    Key::kRopeScalingType,    Key::kRopeScalingFactor, Key::kRopeScalingOrigContextLength,
+    Key::kRopeScalingAttnFactor,
+    Key::kRopeScalingFinetuned,  // inert: says how the model was trained
 };
-// Read (linear: the factor) or inert (none) while rope.scaling.type is none, absent or linear;
-// ReadSpec refuses every other type.
-constexpr Key kLinearScalingKeys[] = {Key::kRopeScalingFactor,
-                                      Key::kRopeScalingOrigContextLength};
 
 // Words of a key name that say it changes the computation.
 constexpr std::string_view kMathWords[] = {
@@ -48,11 +46,6 @@ Status CheckNothingIgnored(const gguf::GgufFile& f, const Architecture& a,
   std::set<std::string> read;
   for (Key k : kSharedKeys) read.insert(f.Name(k, a.gguf_name));
   for (Key k : a.family_keys) read.insert(f.Name(k, a.gguf_name));
-  const Result<std::string_view> type = f.GetStringOr(Key::kRopeScalingType, "none");
-  const std::string scaling = type.ok() ? std::string(*type) : "none";
-  if (scaling == "none" || scaling.empty() || scaling == "linear") {
-    for (Key k : kLinearScalingKeys) read.insert(f.Name(k, a.gguf_name));
-  }
   const std::string prefix = std::string(a.gguf_name) + ".";
   for (const gguf::KeyValue& kv : f.metadata()) {
     const std::string_view key = kv.key;

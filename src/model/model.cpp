@@ -13,6 +13,7 @@
 #include "kernels/type_traits.h"
 #include "model/architecture.h"
 #include "model/math_keys.h"
+#include "model/rope_scaling.h"
 
 namespace kvmem::model {
 
@@ -111,29 +112,16 @@ Status ModelLoader::ReadSpec(const Architecture& a, ModelSpec* s) {
   if (!(s->rms_eps > 0.0f) || !(s->rms_eps < 1.0f)) {
     return Corrupt("attention.layer_norm_rms_epsilon must be in (0, 1)");
   }
-  // Rope scaling: none, or linear (angles times 1 / factor, as llama.cpp's freq_scale); YaRN
-  // and the others are refused.
-  KVMEM_ASSIGN_OR_RETURN(std::string_view scaling, f_.GetStringOr(Key::kRopeScalingType, "none"));
-  float freq_scale = 1.0f;
-  if (scaling == "linear") {
-    KVMEM_ASSIGN_OR_RETURN(float factor, f_.GetFloat(Key::kRopeScalingFactor));
-    if (!(factor >= 0.0f) || !std::isfinite(factor)) {
-      return Corrupt("metadata '" + f_.Name(Key::kRopeScalingFactor) +
-                     "' must be a finite number >= 0");
-    }
-    freq_scale = factor == 0.0f ? 1.0f : 1.0f / factor;  // llama.cpp: 0 means none
-  } else if (scaling != "none" && !scaling.empty()) {
-    return Unsupported("rope scaling '" + std::string(scaling) + "'");
-  }
   s->rope_mode = a.rope_mode;
   s->qkv_bias = a.qkv_bias;
   s->qk_norm = a.qk_norm;
   s->post_norms = a.post_norms;
   s->ffn_act = a.ffn_act;
-  s->layers.assign(s->n_layers, {.rope_freq_base = s->rope_freq_base,
-                                 .sliding_window = 0,
-                                 .rope_freq_scale = freq_scale});
+  LayerSpec global;
+  global.rope_freq_base = s->rope_freq_base;
+  s->layers.assign(s->n_layers, global);
   if (a.read_hparams != nullptr) KVMEM_RETURN_IF_ERROR(a.read_hparams(f_, s));
+  KVMEM_RETURN_IF_ERROR(ReadRopeScaling(f_, a.scale_local_layers, s));
   const gguf::TensorInfo* embd = f_.FindTensor("token_embd.weight");
   if (embd == nullptr) return NotFound("tensor 'token_embd.weight' is missing");
   if (embd->n_dims != 2 || embd->dims[0] != s->n_embd) {
@@ -305,7 +293,7 @@ std::vector<kv::RopeSpec> Model::rope_specs() const {
   specs.reserve(spec_.layers.size());
   for (const LayerSpec& l : spec_.layers) {
     specs.push_back({spec_.rope_dim, l.rope_freq_base, spec_.rope_mode, spec_.rope_freq_factors,
-                     l.rope_freq_scale});
+                     l.rope_scaling});
   }
   return specs;
 }

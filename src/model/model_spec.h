@@ -26,9 +26,13 @@ struct LayerSpec {
   // 0: global (a token reads every earlier row). W > 0: a token at position p reads only rows at
   // positions p - W < pos <= p (llama.cpp's LLAMA_SWA_TYPE_STANDARD), i.e. W rows with its own.
   int sliding_window = 0;
-  // Linear rope scaling: angles times 1 / rope.scaling.factor (1: none). Gemma-3 scales its
-  // global layers only (llama.cpp's rope_freq_scale_train_swa = 1).
-  float rope_freq_scale = 1.0f;
+  // Rope scaling of the angles: linear (freq_scale = 1 / rope.scaling.factor) or YaRN (with the
+  // correction dims of this layer's base). Gemma-3 scales its global layers only (llama.cpp's
+  // rope_freq_scale_train_swa = 1).
+  kernels::RopeScaling rope_scaling = {};
+  // Q and K leave RoPE times this: rope.scaling.attn_factor, and under YaRN
+  // 1 + 0.1 ln(1 / freq_scale) as well (llama.cpp's net mscale).
+  float rope_magnitude = 1.0f;
 };
 
 struct ModelSpec {

@@ -54,14 +54,13 @@ void ProjectQkv(const ModelSpec& spec, int layer, const LayerWeights& w, const f
     RmsNormRows(s.q.data(), w.q_norm, s.q.data(), n * spec.n_heads, hd, spec.rms_eps);
     RmsNormRows(s.k.data(), w.k_norm, s.k.data(), n * spec.n_kv_heads, hd, spec.rms_eps);
   }
-  const float rope_base = spec.layers[layer].rope_freq_base;
-  const float rope_scale = spec.layers[layer].rope_freq_scale;
+  const LayerSpec& ls = spec.layers[layer];
   kernels::RopeCache rope;  // Q and K of a token share one evaluation of the angles
   for (int t = 0; t < n; ++t) {
-    kernels::InitRopeCache(positions[t], spec.rope_dim, rope_base, &rope,
+    kernels::InitRopeCache(positions[t], spec.rope_dim, ls.rope_freq_base, &rope,
                            spec.rope_freq_factors.empty() ? nullptr
                                                           : spec.rope_freq_factors.data(),
-                           rope_scale);
+                           ls.rope_scaling, ls.rope_magnitude);
     kernels::RopeWithCache(s.q.data() + static_cast<size_t>(t) * spec.q_dim(), spec.n_heads, hd,
                            rope, spec.rope_mode);
     kernels::RopeWithCache(s.k.data() + static_cast<size_t>(t) * spec.k_dim(), spec.n_kv_heads, hd,

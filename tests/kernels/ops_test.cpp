@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -449,7 +450,7 @@ TEST(Rope, FrequencyFactorsDivideEachPairsAngle) {
       // Linear scaling on top: every angle times the scale.
       std::vector<float> scaled = x;
       Rope(scaled.data(), n_heads, s.head_dim, s.rot_dim, pos, 500000.0f, s.mode, factors.data(),
-           0.125f);
+           {.freq_scale = 0.125f, .ext_factor = 0.0f, .corr_low = 0.0f, .corr_high = 0.0f});
       std::vector<double> scaled_bounds;
       for (double b : bounds) scaled_bounds.push_back(0.125 * b + 2 * kU);
       ExpectRopeNear(scaled,
@@ -460,6 +461,50 @@ TEST(Rope, FrequencyFactorsDivideEachPairsAngle) {
         std::vector<float> plain = x;
         Rope(plain.data(), n_heads, s.head_dim, s.rot_dim, pos, 500000.0f, s.mode);
         EXPECT_NE(plain, y);
+      }
+    }
+  }
+}
+
+// YaRN (the YaRN paper's "NTK-by-parts" with ggml's ramp): pair i turns by
+// pos * theta_i * (s (1 - g_i) + g_i), g_i = 1 - clamp((i - low) / (high - low), 0, 1): the pairs
+// below low keep their angle, those above high are interpolated by s, those between are mixed.
+// Checked against the double rotation with that per-pair stretch, which is linear in pos (so
+// rotations still compose); the magnitude of InitRopeCache scales the rotated dims only.
+TEST(Rope, YarnMixesExtrapolationAndInterpolationPerPair) {
+  std::mt19937 rng(12);
+  const int n_heads = 2;
+  const RopeScaling yarn{.freq_scale = 0.25f, .ext_factor = 1.0f, .corr_low = 2.0f,
+                         .corr_high = 6.0f};
+  for (const RopeShape& s : kRopeShapes) {
+    std::vector<float> inverse_stretch;  // as frequency factors: the angle divided by them
+    for (int i = 0; i < s.rot_dim / 2; ++i) {
+      const double g = 1.0 - std::clamp((i - 2.0) / 4.0, 0.0, 1.0);
+      inverse_stretch.push_back(static_cast<float>(1.0 / (0.25 * (1.0 - g) + g)));
+    }
+    for (int64_t pos : {1, 17, 1000, -8191, 100000}) {
+      std::vector<float> x = RandomVector(&rng, n_heads * s.head_dim, 1.0f);
+      std::vector<float> y = x;
+      Rope(y.data(), n_heads, s.head_dim, s.rot_dim, pos, 10000.0f, s.mode, nullptr, yarn);
+      std::vector<double> bounds;
+      for (int i = 0; i < s.rot_dim / 2; ++i) {
+        bounds.push_back(AngleBound(i, s.rot_dim, pos, 10000.0) + 8 * kU * std::fabs(pos));
+      }
+      ExpectRopeNear(y,
+                     RopeDouble(x, n_heads, s.head_dim, s.rot_dim, pos, 10000.0, s.mode,
+                                inverse_stretch.data()),
+                     x, n_heads, s.head_dim, s.rot_dim, s.mode, bounds, ShapeName(s, pos));
+      RopeCache cache;
+      InitRopeCache(pos, s.rot_dim, 10000.0f, &cache, nullptr, yarn, 1.5f);
+      std::vector<float> z = x;
+      RopeWithCache(z.data(), n_heads, s.head_dim, cache, s.mode);
+      for (int h = 0; h < n_heads; ++h) {
+        for (int d = 0; d < s.head_dim; ++d) {
+          const size_t j = static_cast<size_t>(h) * s.head_dim + d;
+          const bool rotated = d < s.rot_dim;  // either mode rotates dims 0..rot_dim-1
+          EXPECT_NEAR(z[j], rotated ? 1.5f * y[j] : x[j], 4 * kU * 1.5 * (std::fabs(y[j]) + 1))
+              << ShapeName(s, pos) << " dim " << d;
+        }
       }
     }
   }

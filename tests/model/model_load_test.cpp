@@ -226,7 +226,7 @@ TEST(ModelLoad, WhatWouldChangeTheMathIsRefusedByName) {
     c.extra_tensors = {{"blk.1.ffn_gate_inp.weight", {c.n_embd, 4}}};
     cases.push_back({"moe router", c, ErrorCode::kUnsupported, "'blk.1.ffn_gate_inp.weight'"});
   }
-  for (const char* key : {"llama.rope.scaling.attn_factor", "llama.expert_count",
+  for (const char* key : {"llama.rope.scaling.yarn_beta_fast", "llama.expert_count",
                           "llama.attention.layer_norm_epsilon", "llama.attention.sliding_window"}) {
     TinyConfig c;
     c.extra_f32_keys = {{key, 2.0f}};
@@ -241,8 +241,8 @@ TEST(ModelLoad, WhatWouldChangeTheMathIsRefusedByName) {
   }
   {
     TinyConfig c;
-    c.extra_string_keys = {{"llama.rope.scaling.type", "yarn"}};
-    cases.push_back({"yarn", c, ErrorCode::kUnsupported, "rope scaling 'yarn'"});
+    c.extra_string_keys = {{"llama.rope.scaling.type", "longrope"}};
+    cases.push_back({"longrope", c, ErrorCode::kUnsupported, "rope scaling 'longrope'"});
   }
   ExpectRefused(cases);
   TinyConfig fine;
@@ -279,8 +279,12 @@ TEST(ModelLoad, LinearRopeScaling) {
   llama.extra_f32_keys = {{"llama.rope.scaling.factor", 4.0f}};
   auto m = LoadTiny(llama);
   ASSERT_TRUE(m.ok()) << m.status().ToString();
-  for (const LayerSpec& l : (*m)->spec().layers) EXPECT_EQ(l.rope_freq_scale, 0.25f);
-  for (const kv::RopeSpec& r : (*m)->rope_specs()) EXPECT_EQ(r.freq_scale, 0.25f);
+  for (const LayerSpec& l : (*m)->spec().layers) {
+    EXPECT_EQ(l.rope_scaling.freq_scale, 0.25f);
+    EXPECT_EQ(l.rope_scaling.ext_factor, 0.0f);
+    EXPECT_EQ(l.rope_magnitude, 1.0f);
+  }
+  for (const kv::RopeSpec& r : (*m)->rope_specs()) EXPECT_EQ(r.scaling.freq_scale, 0.25f);
 
   TinyConfig gemma;
   gemma.arch = "gemma3";
@@ -290,16 +294,46 @@ TEST(ModelLoad, LinearRopeScaling) {
   auto g = LoadTiny(gemma);
   ASSERT_TRUE(g.ok()) << g.status().ToString();
   const std::vector<LayerSpec>& layers = (*g)->spec().layers;
-  for (int l = 0; l < 7; ++l) EXPECT_EQ(layers[l].rope_freq_scale, l == 5 ? 0.125f : 1.0f) << l;
+  for (int l = 0; l < 7; ++l) {
+    EXPECT_EQ(layers[l].rope_scaling.freq_scale, l == 5 ? 0.125f : 1.0f) << l;
+  }
 
   llama.extra_f32_keys = {{"llama.rope.scaling.factor", 0.0f}};
   m = LoadTiny(llama);
   ASSERT_TRUE(m.ok());
-  EXPECT_EQ((*m)->spec().layers[0].rope_freq_scale, 1.0f);
+  EXPECT_EQ((*m)->spec().layers[0].rope_scaling.freq_scale, 1.0f);
   llama.extra_f32_keys = {{"llama.rope.scaling.factor", -2.0f}};
   EXPECT_EQ(LoadTiny(llama).status().code(), ErrorCode::kCorrupt);
   llama.extra_f32_keys = {};
   EXPECT_EQ(LoadTiny(llama).status().code(), ErrorCode::kNotFound);  // linear needs its factor
+}
+
+// YaRN (Qwen 2.5 long-context files, GPT-OSS): ext_factor 1, correction dims from
+// ggml_rope_yarn_corr_dims with beta_fast 32 and beta_slow 1 over the original context, and Q/K
+// magnitude (1 + 0.1 ln factor) * attn_factor. Expected values computed here by hand in double:
+// rot_dim 16, base 10000, original context 4096: corr_dim(beta) = 16 ln(4096 / (2 pi beta)) /
+// (2 ln 10000); beta 32: 2.618 -> floor 2; beta 1: 5.628 -> ceil 6.
+TEST(ModelLoad, YarnRopeScaling) {
+  TinyConfig c;
+  c.arch = "qwen2";
+  c.head_dim = 16;
+  c.extra_string_keys = {{"qwen2.rope.scaling.type", "yarn"}};
+  c.extra_f32_keys = {{"qwen2.rope.scaling.factor", 4.0f},
+                      {"qwen2.rope.scaling.attn_factor", 0.5f}};
+  c.extra_u32_keys = {{"qwen2.rope.scaling.original_context_length", 4096}};
+  auto m = LoadTiny(c);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  ASSERT_EQ((*m)->spec().rope_dim, 16);
+  for (const LayerSpec& l : (*m)->spec().layers) {
+    EXPECT_EQ(l.rope_scaling.freq_scale, 0.25f);
+    EXPECT_EQ(l.rope_scaling.ext_factor, 1.0f);
+    EXPECT_EQ(l.rope_scaling.corr_low, 2.0f);
+    EXPECT_EQ(l.rope_scaling.corr_high, 6.0f);
+    EXPECT_NEAR(l.rope_magnitude, 0.5 * (1.0 + 0.1 * std::log(4.0)), 1e-6);
+  }
+  for (const kv::RopeSpec& r : (*m)->rope_specs()) EXPECT_EQ(r.scaling.corr_high, 6.0f);
+  c.extra_f32_keys = {};
+  EXPECT_EQ(LoadTiny(c).status().code(), ErrorCode::kNotFound);  // YaRN needs its factor
 }
 
 TEST(ModelLoad, MissingFileIsAnIoError) {

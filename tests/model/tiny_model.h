@@ -39,6 +39,7 @@ struct TinyConfig {
   // Extras a real file of another model would carry (math_keys.h refuses them).
   std::vector<std::pair<std::string, std::vector<int64_t>>> extra_tensors;
   std::vector<std::pair<std::string, float>> extra_f32_keys;
+  std::vector<std::pair<std::string, uint32_t>> extra_u32_keys;
   std::vector<std::pair<std::string, std::string>> extra_string_keys;
   // rope_freqs.weight, when among extra_tensors, holds 1 + ramp * i / n (Llama 3.1's rise).
   float rope_freqs_ramp = 0.0f;
@@ -74,6 +75,7 @@ inline std::vector<uint8_t> BuildTinyGguf(const TinyConfig& c, uint32_t seed = 1
     }
   }
   for (const auto& [key, v] : c.extra_f32_keys) b.Scalar(key, ValueType::kFloat32, v);
+  for (const auto& [key, v] : c.extra_u32_keys) b.Scalar(key, ValueType::kUint32, v);
   for (const auto& [key, v] : c.extra_string_keys) b.String(key, v);
   const uint32_t f32 = static_cast<uint32_t>(DType::kF32);
   const int64_t qd = int64_t{c.n_heads} * c.head_dim, kd = int64_t{c.n_kv_heads} * c.head_dim;

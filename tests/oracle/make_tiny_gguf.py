@@ -97,6 +97,9 @@ N_VOCAB = 261
 BOS_ID, EOS_ID = 259, 260
 
 
+YARN_ORIG_CTX = 256
+
+
 def config(arch: str, dim: int) -> dict:
     if dim == 64:
         c = dict(n_embd=64, n_head=4, n_head_kv=2, head_dim=16, n_ff=128,
@@ -178,7 +181,8 @@ def llama3_rope_factors(n_rot: int, base: float, factor: float = 8.0, low: float
 def write(arch: str, out: str, wtype: str = "mixed", dim: int | None = None,
           seed: int | None = None, tied: bool | None = None, window: int | None = None,
           swa_base: float | None = None, softcap: float | None = None,
-          rope_freqs: bool = False, rope_scale: float | None = None) -> str:
+          rope_freqs: bool = False, rope_scale: float | None = None,
+          yarn: float | None = None) -> str:
     if arch not in ARCHS:
         raise ValueError(arch)
     if dim is None:
@@ -219,6 +223,12 @@ def write(arch: str, out: str, wtype: str = "mixed", dim: int | None = None,
     if rope_scale is not None:  # linear scaling, as Gemma 3 4B/12B/27B carry it (factor 8)
         w.add_string(f"{arch}.rope.scaling.type", "linear")
         w.add_float32(f"{arch}.rope.scaling.factor", rope_scale)
+    if yarn is not None:  # YaRN, as Qwen 2.5 long-context files and GPT-OSS carry it
+        w.add_string(f"{arch}.rope.scaling.type", "yarn")
+        w.add_float32(f"{arch}.rope.scaling.factor", yarn)
+        # a short original context puts the ramp between extrapolated and interpolated pairs
+        # inside the tiny head sizes
+        w.add_uint32(f"{arch}.rope.scaling.original_context_length", YARN_ORIG_CTX)
     w.add_layer_norm_rms_eps(c["eps"])
     if arch == "gemma3":
         w.add_sliding_window(c["window"])

@@ -89,6 +89,10 @@ class HParams:
     # Per layer: linear rope scaling, angles times 1 / rope.scaling.factor (gemma3: global
     # layers only, as llama.cpp's rope_freq_scale_train_swa = 1).
     layer_rope_scale: list = field(default_factory=list)
+    # YaRN (rope.scaling.type yarn): the original context its correction dims are computed
+    # for (0: no YaRN), and per layer the factor Q and K leave RoPE with (attention_factor).
+    yarn_orig_ctx: int = 0
+    layer_rope_mag: list = field(default_factory=list)
     embd_scale: float = 1.0
     attn_scale: float = 0.0        # 0: 1/sqrt(head_dim_k)
     post_norms: bool = False
@@ -185,10 +189,19 @@ def load(path: str) -> Model:
                  n_vocab=n_vocab, neox=arch in ("qwen2", "qwen3", "gemma3"),
                  layer_rope_base=[rope_base] * n_layer, layer_window=[0] * n_layer)
     scaling = kv("rope.scaling.type", "none")
-    if scaling not in ("none", "", "linear"):
+    if scaling not in ("none", "", "linear", "yarn"):
         raise NotImplementedError(f"rope scaling {scaling}")
-    factor = float(kv("rope.scaling.factor", 0.0)) if scaling == "linear" else 0.0
+    factor = float(kv("rope.scaling.factor", 0.0)) if scaling != "none" else 0.0
     hp.layer_rope_scale = [1.0 / factor if factor else 1.0] * n_layer
+    attn_factor = float(kv("rope.scaling.attn_factor", 1.0))
+    hp.layer_rope_mag = [attn_factor] * n_layer
+    if scaling == "yarn":  # transformers' _compute_yarn_parameters, beta_fast 32, beta_slow 1
+        if arch == "gemma3":
+            raise NotImplementedError("YaRN with gemma3's unscaled local layers")
+        hp.yarn_orig_ctx = int(kv("rope.scaling.original_context_length",
+                                  kv("context_length")))
+        mscale = 0.1 * np.log(factor) + 1.0 if factor > 1.0 else 1.0
+        hp.layer_rope_mag = [attn_factor * mscale] * n_layer
     if arch == "gemma3":
         window = int(kv("attention.sliding_window"))
         local_base = float(kv("rope.freq_base_swa", 10000.0))
@@ -256,18 +269,35 @@ def rms_norm(x: np.ndarray, w: np.ndarray, eps: float) -> np.ndarray:
     return x / np.sqrt(ms + eps) * w
 
 
+def yarn_extrapolation(n_rot: int, base: float, orig_ctx: int) -> np.ndarray:
+    """Per pair, the weight of the unscaled (extrapolated) frequency under YaRN: 1 for the fast
+    pairs, 0 for the slow ones, a linear ramp between (YaRN paper, NTK-by-parts)."""
+    def corr_dim(n_rotations):
+        return n_rot * np.log(orig_ctx / (n_rotations * 2 * np.pi)) / (2 * np.log(base))
+    low = max(np.floor(corr_dim(32.0)), 0.0)
+    high = min(np.ceil(corr_dim(1.0)), n_rot - 1.0)
+    if low == high:
+        high += 0.001
+    ramp = np.clip((np.arange(n_rot // 2, dtype=F) - low) / (high - low), 0.0, 1.0)
+    return 1.0 - ramp
+
+
 def rope(x: np.ndarray, pos: np.ndarray, hp: HParams,
          freq_factors: np.ndarray | None, base: float | None = None,
-         scale: float = 1.0) -> np.ndarray:
-    """x: (n_heads, T, head_dim). Rotates the first n_rot dims."""
+         scale: float = 1.0, mag: float = 1.0) -> np.ndarray:
+    """x: (n_heads, T, head_dim). Rotates the first n_rot dims (times mag)."""
     n_rot = hp.n_rot
     half = n_rot // 2
     base = hp.rope_base if base is None else base
     inv = base ** (-np.arange(half, dtype=F) * 2.0 / n_rot)   # theta_i
     if freq_factors is not None:
         inv = inv / freq_factors
+    if hp.yarn_orig_ctx:
+        e = yarn_extrapolation(n_rot, base, hp.yarn_orig_ctx)
+        inv = scale * inv * (1.0 - e) + inv * e
+        scale = 1.0
     ang = scale * pos.astype(F)[:, None] * inv[None, :]              # (T, half)
-    c, s = np.cos(ang), np.sin(ang)
+    c, s = mag * np.cos(ang), mag * np.sin(ang)
     y = x.copy()
     if hp.neox:
         a = x[..., :half]
@@ -411,9 +441,9 @@ def forward(m: Model, token_ids, last_only: bool = False,
             q = rms_norm(q, L.q_norm, hp.rms_eps)
         if L.k_norm is not None:
             k = rms_norm(k, L.k_norm, hp.rms_eps)
-        rope_scale = hp.layer_rope_scale[li]
-        q = kvr(rope(q, pos, hp, m.rope_freq_factors, base, rope_scale))
-        k = kvr(rope(k, pos, hp, m.rope_freq_factors, base, rope_scale))
+        rope_scale, mag = hp.layer_rope_scale[li], hp.layer_rope_mag[li]
+        q = kvr(rope(q, pos, hp, m.rope_freq_factors, base, rope_scale, mag))
+        k = kvr(rope(k, pos, hp, m.rope_freq_factors, base, rope_scale, mag))
         v = kvr(v)
         if cache is not None:
             if n_past:

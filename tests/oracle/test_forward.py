@@ -113,6 +113,9 @@ TINY_CASES = [
     # Gemma 3 4B+: linear rope scaling, factor 8, on the global layer (5) only
     ("gemma3", "mixed", {"rope_scale": 8.0}, 97),
     ("llama", "mixed", {"rope_scale": 4.0}, 97),  # linear scaling on every layer
+    # YaRN (Qwen 2.5 long-context files): factor 4 over an original context of 256
+    ("qwen2", "mixed", {"yarn": 4.0}, 600),
+    ("qwen3", "mixed", {"yarn": 4.0}, 97),
 ]
 
 

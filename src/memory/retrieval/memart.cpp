@@ -254,7 +254,7 @@ namespace {
 void Rotate(float* k, const model::ModelSpec& spec, const kv::RopeSpec& rope, int64_t delta) {
   if (delta == 0 || rope.rot_dim == 0) return;
   kernels::Rope(k, spec.n_kv_heads, spec.head_dim_k, rope.rot_dim, delta, rope.freq_base,
-                rope.mode, rope.factors(), rope.freq_scale);
+                rope.mode, rope.factors(), rope.scaling);
 }
 
 }  // namespace
@@ -355,7 +355,7 @@ Status MemArtMemory::RunQuery(std::span<const int32_t> tokens, ThreadPool* pool,
       if (rope.rot_dim == 0) break;
       kernels::Rope(raw_q.data() + static_cast<size_t>(t) * spec.q_dim(), spec.n_heads,
                     spec.head_dim_k, rope.rot_dim, -tap.positions()[t], rope.freq_base, rope.mode,
-                    rope.factors(), rope.freq_scale);
+                    rope.factors(), rope.scaling);
     }
     if (observe && observer_) observer_(l, raw_q, n);
     const std::vector<RowSpan> chosen = choose(l, raw_q.data(), n);
