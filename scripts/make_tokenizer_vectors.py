@@ -13,7 +13,8 @@ no code with kvmem:
                            trained here with the `sentencepiece` package; its pieces, scores and
                            types, and the ids sentencepiece encodes test texts to.
   chat_template_vectors.json  Official chat templates (SmolLM2's from the GGUF; Qwen2, Llama-3,
-                           Gemma-3) rendered by jinja2 with the settings transformers uses.
+                           Gemma-3; Llama 3.1/3.2/3.3 from tests/data/tokenizer/chat_templates/)
+                           rendered by jinja2 with the settings transformers uses.
   gemma3_vectors.json      The real Gemma-3 vocabulary (262,144 SentencePiece pieces read from the
                            gemma-3-270m GGUF) through transformers' GGUF tokenizer converter
                            (`convert_gguf_tokenizer`: GemmaTokenizer over `tokenizers`, merges
@@ -23,7 +24,7 @@ no code with kvmem:
 
 Run with the project venv (numpy, gguf, tokenizers, jinja2, sentencepiece; llama-cpp-python and
 transformers optional):
-  ~/.cache/kvmem/venv/bin/python scripts/make_tokenizer_vectors.py [--only gemma3]
+  ~/.cache/kvmem/venv/bin/python scripts/make_tokenizer_vectors.py [--only gemma3|chat]
 """
 import argparse
 import json
@@ -34,7 +35,6 @@ import tempfile
 
 import gguf
 import jinja2
-import sentencepiece as spm
 import tokenizers
 from jinja2.ext import loopcontrols
 from jinja2.sandbox import ImmutableSandboxedEnvironment
@@ -261,6 +261,8 @@ def spm_corpus():
 
 
 def spm_vectors(cases):
+    import sentencepiece as spm  # here, so that --only chat runs without it
+
     with tempfile.TemporaryDirectory() as tmp:
         corpus = os.path.join(tmp, "corpus.txt")
         with open(corpus, "w", encoding="utf-8") as f:
@@ -366,6 +368,16 @@ GEMMA3_TEMPLATE = r"""{{ bos_token }}
 {%- endif -%}
 """
 
+# Meta's Llama 3.x templates, kept as files (tests/data/tokenizer/chat_templates/):
+#   llama3.1        meta-llama/Llama-3.1-8B-Instruct tokenizer_config.json; copies of
+#                   Llama-3.3-70B-Instruct's are the same text.
+#   llama3.1-early  an earlier copy of the Llama-3.1-8B-Instruct template (as kept in
+#                   ochafik/llama.cpp templates/, commit 614583e), without the
+#                   `if not tools is defined` guard, as GGUFs converted before the guard carry.
+#   llama3.2        meta-llama/Llama-3.2-3B-Instruct (llama.cpp models/templates/); it takes today's
+#                   date from strftime_now when the renderer defines it, else "26 Jul 2024".
+LLAMA31_TEMPLATES = ["llama3.1", "llama3.1-early", "llama3.2"]
+
 CONVERSATIONS = [
     [{"role": "user", "content": "Hello!"}],
     [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Hi"},
@@ -381,10 +393,21 @@ CONVERSATIONS = [
     [{"role": "user", "content": "one"}, {"role": "user", "content": "two"}],
     [{"role": "assistant", "content": "I start."}],
     [{"role": "user", "content": "hi"}, {"role": "system", "content": "late system"}],
+    [{"role": "system", "content": " \n\t "}, {"role": "user", "content": "blank system"}],
+    [{"role": "system", "content": "Line one.\n\nLine two."}, {"role": "user", "content": "Q"},
+     {"role": "assistant", "content": "A"}, {"role": "user", "content": "Q2"}],
 ]
 
 
+def read_chat_template(name):
+    path = os.path.join(REPO, "tests", "data", "tokenizer", "chat_templates", name + ".jinja")
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
 def chat_template_vectors(smollm2_template):
+    # As transformers' apply_chat_template, less its strftime_now global: Llama 3.2's template
+    # then falls back on its fixed date, as kvmem does (a rendering that does not change daily).
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
                                         extensions=[loopcontrols])
 
@@ -394,6 +417,7 @@ def chat_template_vectors(smollm2_template):
     env.globals["raise_exception"] = raise_exception
     templates = {"smollm2": smollm2_template, "qwen2": QWEN2_TEMPLATE, "llama3": LLAMA3_TEMPLATE,
                  "gemma3": GEMMA3_TEMPLATE}
+    templates.update({name: read_chat_template(name) for name in LLAMA31_TEMPLATES})
     cases = []
     for name, source in templates.items():
         compiled = env.from_string(source)
@@ -402,19 +426,26 @@ def chat_template_vectors(smollm2_template):
                 case = {"template": name, "messages": messages,
                         "add_generation_prompt": add_generation_prompt}
                 try:
+                    # tools=None and documents=None are passed, as transformers does (Llama
+                    # 3.1's early template tests `tools is not none` without defining it).
                     case["rendered"] = compiled.render(
                         messages=messages, add_generation_prompt=add_generation_prompt,
-                        bos_token="", eos_token="")
+                        tools=None, documents=None, bos_token="", eos_token="")
                 except jinja2.exceptions.TemplateError as e:
                     case["error"] = str(e)
                 cases.append(case)
     return {"producer": {"tool": "jinja2", "version": jinja2.__version__,
                          "settings": "ImmutableSandboxedEnvironment(trim_blocks, lstrip_blocks, "
-                                     "loopcontrols) + raise_exception, as transformers; "
-                                     "bos_token='' (the tokenizer adds BOS)",
+                                     "loopcontrols) + raise_exception, tools=None, "
+                                     "documents=None, as transformers; no strftime_now (Llama "
+                                     "3.2: the fallback date); bos_token='' (the tokenizer adds "
+                                     "BOS)",
                          "sources": "smollm2: tokenizer.chat_template of the SmolLM2 GGUF; "
                                     "qwen2: Qwen2-*-Instruct; llama3: Meta-Llama-3-*-Instruct; "
-                                    "gemma3: gemma-3-*-it"},
+                                    "gemma3: gemma-3-*-it; llama3.1: Llama-3.1-8B-Instruct (= "
+                                    "Llama-3.3-70B-Instruct); llama3.1-early: an earlier copy "
+                                    "of Llama-3.1-8B-Instruct's without the tools guard; "
+                                    "llama3.2: Llama-3.2-3B-Instruct"},
             "templates": templates, "cases": cases}
 
 
@@ -494,10 +525,15 @@ def main():
     ap.add_argument("--out", default=os.path.join(REPO, "tests", "data", "tokenizer"))
     ap.add_argument("--dump-vocab", help="also write the GGUF's tokenizer arrays to this JSON")
     ap.add_argument("--gemma3-model", default=GEMMA3_MODEL)
-    ap.add_argument("--only", choices=["smollm2", "gemma3"],
-                    help="write only the vectors of this model (gemma3: gemma3_vectors.json)")
+    ap.add_argument("--only", choices=["smollm2", "gemma3", "chat"],
+                    help="write only the vectors of this model (gemma3: gemma3_vectors.json) or "
+                         "the chat templates' (chat_template_vectors.json)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
+    if args.only == "chat":
+        write(os.path.join(args.out, "chat_template_vectors.json"),
+              chat_template_vectors(read_gguf_vocab(args.model)["chat_template"]))
+        return
     if args.only != "smollm2":
         if os.path.exists(args.gemma3_model):
             cases = FIXED_CASES + GEMMA3_CASES + random_cases(200, seed=4321, gemma=True)

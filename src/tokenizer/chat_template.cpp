@@ -72,6 +72,38 @@ std::string DetectChatMlSystemPrompt(std::string_view source) {
   return {};
 }
 
+// Source text of Meta's Llama 3.1/3.2/3.3 templates that fixes how they render plain chat: the
+// system turn (its header, knowledge date, date line, trimmed system message or none) and the
+// turns after it. A template that names a knowledge date but lacks one of these (a fine-tune's
+// own date, default system message or turn format) is refused rather than rendered as Meta's.
+constexpr std::string_view kLlama31Fingerprint[] = {
+    R"("<|start_header_id|>system<|end_header_id|>\n\n")",
+    R"("Cutting Knowledge Date: December 2023\n")",
+    R"("Today Date: " + date_string + "\n\n")",
+    R"(set system_message = messages[0]['content']|trim)",
+    R"(set system_message = "")",
+    R"('<|end_header_id|>\n\n'+ message['content'] | trim + '<|eot_id|>')",
+    R"('<|start_header_id|>assistant<|end_header_id|>\n\n')",
+};
+
+Result<ChatTemplate> DetectLlama31(std::string_view source) {
+  for (std::string_view fragment : kLlama31Fingerprint) {
+    if (!Contains(source, fragment)) {
+      return Unsupported("Llama-3.1-style chat template that differs from Meta's: no " +
+                         std::string(fragment));
+    }
+  }
+  ChatTemplate t;
+  t.kind = ChatTemplateKind::kLlama31;
+  // Llama 3.2's template tries strftime_now first; the literal is its fallback.
+  t.llama31_date = FindLiteralAfter(source, "set date_string = \"", "\"");
+  if (t.llama31_date.empty()) t.llama31_date = FindLiteralAfter(source, "set date_string = '", "'");
+  if (t.llama31_date.empty()) {
+    return Unsupported("Llama-3.1-style chat template without a fallback date_string");
+  }
+  return t;
+}
+
 void RenderChatMl(const ChatTemplate& tmpl, std::span<const ChatMessage> messages,
                   std::string* out) {
   if (!messages.empty() && messages[0].role != "system" && !tmpl.default_system_prompt.empty()) {
@@ -88,6 +120,28 @@ void RenderLlama3(std::span<const ChatMessage> messages, std::string* out) {
     *out += TrimPythonWhitespace(m.content);
     *out += "<|eot_id|>";
   }
+}
+
+Status RenderLlama31(const ChatTemplate& tmpl, std::span<const ChatMessage> messages,
+                     std::string* out) {
+  for (const ChatMessage& m : messages) {
+    if (m.role == "tool" || m.role == "ipython") {
+      return Unsupported("Llama-3.1 chat template: '" + m.role +
+                         "' messages (tool results) are not supported; kvmem renders no tools");
+    }
+  }
+  std::string_view system;
+  if (!messages.empty() && messages[0].role == "system") {
+    system = TrimPythonWhitespace(messages[0].content);
+    messages = messages.subspan(1);
+  }
+  *out += "<|start_header_id|>system<|end_header_id|>\n\n";
+  *out += "Cutting Knowledge Date: December 2023\n";
+  *out += "Today Date: " + tmpl.llama31_date + "\n\n";
+  *out += system;
+  *out += "<|eot_id|>";
+  RenderLlama3(messages, out);
+  return Status::Ok();
 }
 
 Status RenderGemma(const ChatTemplate& tmpl, std::span<const ChatMessage> messages,
@@ -136,6 +190,8 @@ const char* ChatTemplateKindName(ChatTemplateKind kind) {
       return "chatml";
     case ChatTemplateKind::kLlama3:
       return "llama3";
+    case ChatTemplateKind::kLlama31:
+      return "llama3.1";
     case ChatTemplateKind::kGemma:
       return "gemma";
   }
@@ -165,9 +221,7 @@ Result<ChatTemplate> DetectChatTemplate(std::string_view source, std::string_vie
     return t;
   }
   if (Contains(source, "<|start_header_id|>")) {
-    if (Contains(source, "Cutting Knowledge Date")) {
-      return Unsupported("Llama-3.1+ chat template (dated system header, tools)");
-    }
+    if (Contains(source, "Cutting Knowledge Date")) return DetectLlama31(source);
     t.kind = ChatTemplateKind::kLlama3;
     return t;
   }
@@ -192,6 +246,10 @@ Result<std::string> RenderChat(const ChatTemplate& tmpl, std::span<const ChatMes
       break;
     case ChatTemplateKind::kLlama3:
       RenderLlama3(messages, &out);
+      if (add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
+      break;
+    case ChatTemplateKind::kLlama31:
+      KVMEM_RETURN_IF_ERROR(RenderLlama31(tmpl, messages, &out));
       if (add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
       break;
     case ChatTemplateKind::kGemma:

@@ -7,6 +7,15 @@
 //            SmolLM2 and Qwen2 insert a default system turn when the first message is not one.
 //   kLlama3  <|start_header_id|>role<|end_header_id|>\n\ntrim(content)<|eot_id|> ...
 //            generation: <|start_header_id|>assistant<|end_header_id|>\n\n
+//   kLlama31 Llama 3.1, 3.2 and 3.3: a system turn always comes first,
+//            <|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\n
+//            Today Date: <date>\n\n[trim(leading system content)]<|eot_id|>, then the other
+//            messages as kLlama3. <date> is the template's fallback date_string ("26 Jul 2024"):
+//            Llama 3.2's template asks the renderer for today's date through strftime_now
+//            (transformers provides it); kvmem keeps the fallback, so a prompt, and the KV rows an
+//            agent stores for it, do not change with the day. Tools are not rendered: messages
+//            carry no tool definitions or calls, and "tool"/"ipython" messages are Unsupported.
+//            An empty conversation, on which the official template fails, gives the system turn.
 //   kGemma   <start_of_turn>user\n[system + "\n\n"]trim(content)<end_of_turn>\n ...; roles must
 //            alternate user/assistant; "assistant" is written "model".
 //            generation: <start_of_turn>model\n
@@ -22,7 +31,10 @@
 
 namespace kvmem::tokenizer {
 
-enum class ChatTemplateKind { kChatMl, kLlama3, kGemma };
+enum class ChatTemplateKind { kChatMl, kLlama3, kLlama31, kGemma };
+
+// The date_string Llama 3.1/3.2/3.3's templates fall back on when the renderer passes none.
+inline constexpr std::string_view kLlama31DefaultDate = "26 Jul 2024";
 
 struct ChatMessage {
   std::string role;  // "system", "user", "assistant" (others are passed through)
@@ -37,6 +49,8 @@ struct ChatTemplate {
   std::string gemma_system_separator = "\n\n";
   // kGemma: false for Gemma-2's template, which rejects a system message.
   bool gemma_system_supported = true;
+  // kLlama31: the "Today Date:" of the system turn, the template's fallback date_string.
+  std::string llama31_date = std::string(kLlama31DefaultDate);
 };
 
 inline constexpr std::string_view kSmolLm2SystemPrompt =
@@ -49,13 +63,16 @@ const char* ChatTemplateKindName(ChatTemplateKind kind);
 ChatTemplate ChatTemplateFor(ChatTemplateKind kind);
 
 // Recognizes the family of a Jinja chat template and its parameters (default system prompt,
-// Gemma's system separator). With an empty source, falls back to `architecture` ("gemma*",
-// "qwen2"). Unsupported for a template of another family; NotFound when neither says anything.
+// Gemma's system separator, Llama 3.1's fallback date). With an empty source, falls back to
+// `architecture` ("gemma*", "qwen2"). Unsupported for a template of another family, or a Llama
+// 3.1-style one whose system turn differs from the official templates' (another knowledge date, a
+// default system message, no fallback date); NotFound when neither says anything.
 Result<ChatTemplate> DetectChatTemplate(std::string_view jinja_source,
                                         std::string_view architecture);
 
 // The prompt text for `messages`, to be encoded with parse_special = true. InvalidArgument where
-// the official template raises (Gemma: roles not alternating, or a system message it rejects).
+// the official template raises (Gemma: roles not alternating, or a system message it rejects);
+// Unsupported for a tool message in Llama 3.1's template.
 Result<std::string> RenderChat(const ChatTemplate& tmpl, std::span<const ChatMessage> messages,
                                bool add_generation_prompt);
 Result<std::string> RenderChat(ChatTemplateKind kind, std::span<const ChatMessage> messages,

@@ -32,6 +32,12 @@ TEST(ChatTemplate, DetectsOfficialTemplates) {
   EXPECT_EQ(gemma3->kind, ChatTemplateKind::kGemma);
   EXPECT_EQ(gemma3->gemma_system_separator, "\n\n");
   EXPECT_TRUE(gemma3->gemma_system_supported);
+  for (const char* name : {"llama3.1", "llama3.1-early", "llama3.2"}) {
+    auto llama31 = DetectChatTemplate(t[name].get<std::string>(), "llama");
+    ASSERT_TRUE(llama31.ok()) << name << ": " << llama31.status().ToString();
+    EXPECT_EQ(llama31->kind, ChatTemplateKind::kLlama31) << name;
+    EXPECT_EQ(llama31->llama31_date, kLlama31DefaultDate) << name;
+  }
 }
 
 TEST(ChatTemplate, MatchesJinjaRenders) {
@@ -42,7 +48,7 @@ TEST(ChatTemplate, MatchesJinjaRenders) {
     ASSERT_TRUE(t.ok()) << name << ": " << t.status().ToString();
     templates[name] = *t;
   }
-  ASSERT_GT(v["cases"].size(), 40u);
+  ASSERT_GT(v["cases"].size(), 180u);
   int passed = 0;
   for (const auto& c : v["cases"]) {
     std::vector<ChatMessage> messages;
@@ -77,6 +83,53 @@ TEST(ChatTemplate, KindOverload) {
             "<|start_header_id|>user<|end_header_id|>\n\nU<|eot_id|>");
   EXPECT_EQ(*RenderChat(ChatTemplateKind::kGemma, messages, true),
             "<start_of_turn>user\nS\n\nU<end_of_turn>\n<start_of_turn>model\n");
+  EXPECT_EQ(*RenderChat(ChatTemplateKind::kLlama31, messages, true),
+            "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\n"
+            "Today Date: 26 Jul 2024\n\nS<|eot_id|>"
+            "<|start_header_id|>user<|end_header_id|>\n\nU<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\n");
+}
+
+// Llama 3.1's template renders tool results from tool definitions and calls that ChatMessage does
+// not carry: kvmem refuses them instead of writing a turn the model was not trained on. The
+// system turn is there even without messages (where the official template fails on messages[0]).
+TEST(ChatTemplate, Llama31RefusesToolMessages) {
+  for (const char* role : {"tool", "ipython"}) {
+    const std::vector<ChatMessage> messages = {{"user", "U"}, {role, "{\"x\": 1}"}};
+    auto r = RenderChat(ChatTemplateKind::kLlama31, messages, true);
+    EXPECT_EQ(r.status().code(), ErrorCode::kUnsupported) << role;
+  }
+  EXPECT_EQ(*RenderChat(ChatTemplateKind::kLlama31, {}, false),
+            "<|start_header_id|>system<|end_header_id|>\n\nCutting Knowledge Date: December 2023\n"
+            "Today Date: 26 Jul 2024\n\n<|eot_id|>");
+}
+
+// Detection reads the fallback date from the source, and refuses a template that names a
+// knowledge date but whose system turn is not Meta's, rather than rendering it as Meta's.
+TEST(ChatTemplate, Llama31DetectionIsStrict) {
+  const auto v = testing::LoadVectors("chat_template_vectors.json");
+  const std::string official = v["templates"]["llama3.1"];
+  const auto variant = [&](std::string_view from, std::string_view to) {
+    std::string s = official;
+    const size_t at = s.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    if (at != std::string::npos) s.replace(at, from.size(), to);
+    return DetectChatTemplate(s, "llama");
+  };
+  auto dated = variant("\"26 Jul 2024\"", "'01 Jan 2025'");
+  ASSERT_TRUE(dated.ok()) << dated.status().ToString();
+  EXPECT_EQ(dated->llama31_date, "01 Jan 2025");
+  EXPECT_EQ(variant("December 2023", "December 2024").status().code(), ErrorCode::kUnsupported);
+  EXPECT_EQ(
+      variant("set system_message = \"\"", "set system_message = \"Be kind.\"").status().code(),
+      ErrorCode::kUnsupported);
+  EXPECT_EQ(variant("{%- set date_string = \"26 Jul 2024\" %}", "").status().code(),
+            ErrorCode::kUnsupported);
+  EXPECT_EQ(variant("| trim + '<|eot_id|>'", "+ '<|eot_id|>'").status().code(),
+            ErrorCode::kUnsupported);
+  EXPECT_EQ(
+      DetectChatTemplate("<|start_header_id|> Cutting Knowledge Date", "llama").status().code(),
+      ErrorCode::kUnsupported);
 }
 
 TEST(ChatTemplate, DetectionFallbacksAndErrors) {
@@ -85,9 +138,6 @@ TEST(ChatTemplate, DetectionFallbacksAndErrors) {
   EXPECT_EQ(DetectChatTemplate("", "llama").status().code(), ErrorCode::kNotFound);
   EXPECT_EQ(DetectChatTemplate("{{ '[INST] ' + x }}", "llama").status().code(),
             ErrorCode::kUnsupported);
-  EXPECT_EQ(
-      DetectChatTemplate("<|start_header_id|> Cutting Knowledge Date", "llama").status().code(),
-      ErrorCode::kUnsupported);
   // Plain ChatML: no default system prompt.
   auto plain = DetectChatTemplate(
       "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
@@ -106,21 +156,26 @@ TEST(ChatTemplate, DetectionFallbacksAndErrors) {
   EXPECT_EQ(RenderChat(*gemma2, with_system, true).status().code(), ErrorCode::kInvalidArgument);
 }
 
-// Every message each family renders (and its generation prompt) begins with a piece that opens a
-// message; the pieces that close one, and ordinary text, do not.
+// Every message each family renders (and its generation prompt, and Llama 3.1's system turn)
+// begins with a piece that opens a message; the pieces that close one, and ordinary text, do not.
 TEST(ChatTemplate, MessageOpenersAreRecognized) {
   const std::vector<ChatMessage> messages = {{"user", "Hi"}, {"assistant", "Hello"}, {"user", "?"}};
-  const std::pair<ChatTemplateKind, const char*> openers[] = {
-      {ChatTemplateKind::kChatMl, "<|im_start|>"},
-      {ChatTemplateKind::kLlama3, "<|start_header_id|>"},
-      {ChatTemplateKind::kGemma, "<start_of_turn>"}};
-  for (const auto& [kind, opener] : openers) {
+  struct Opener {
+    ChatTemplateKind kind;
+    const char* piece;
+    size_t added_turns;  // turns the template writes on its own
+  };
+  const Opener openers[] = {{ChatTemplateKind::kChatMl, "<|im_start|>", 0},
+                            {ChatTemplateKind::kLlama3, "<|start_header_id|>", 0},
+                            {ChatTemplateKind::kLlama31, "<|start_header_id|>", 1},
+                            {ChatTemplateKind::kGemma, "<start_of_turn>", 0}};
+  for (const auto& [kind, opener, added_turns] : openers) {
     const std::string text = *RenderChat(kind, messages, true);
     size_t n = 0;
     for (size_t at = text.find(opener); at != std::string::npos; at = text.find(opener, at + 1)) {
       ++n;
     }
-    EXPECT_EQ(n, messages.size() + 1) << ChatTemplateKindName(kind);
+    EXPECT_EQ(n, messages.size() + added_turns + 1) << ChatTemplateKindName(kind);
     EXPECT_TRUE(text.starts_with(opener)) << ChatTemplateKindName(kind);
     EXPECT_TRUE(OpensChatMessage(opener));
   }
