@@ -45,6 +45,7 @@ CASES = [
     ("qwen2", {"yarn": 4.0}),          # Qwen 2.5 long-context files
     ("qwen3", {}),
     ("qwen3", {"yarn": 4.0}),
+    ("qwen3moe", {}),                  # 8 experts, top 2 per token
     ("gemma3", {}),
     ("gemma3", {"rope_scale": 8.0}),   # Gemma 3 4B/12B/27B: the global layers only
 ]

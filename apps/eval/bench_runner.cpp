@@ -234,7 +234,7 @@ double MeanVisibleRows(int sliding_window, int64_t first_pos, int64_t n) {
 int64_t LinearParamsPerLayer(const model::ModelSpec& s) {
   const int64_t d = s.n_embd;
   return d * (s.q_dim() + s.k_dim() + s.v_dim()) + int64_t{s.n_heads} * s.head_dim_v * d +
-         3 * d * s.n_ff;
+         s.ffn_params_per_token();
 }
 
 double FlopsPerToken(const model::ModelSpec& s, int64_t first_pos, int64_t n, int64_t n_logits) {
@@ -277,9 +277,17 @@ Status RunBench(const model::Model& model, const BenchOptions& o,
   KVMEM_RETURN_IF_ERROR(kv::CheckKvFormats(o.formats, spec.head_dim_k, spec.head_dim_v));
   if (rooflines.size() != o.threads.size()) return Internal("one roofline per thread count");
   const kernels::WeightMatrix& embd = model.weights().tok_embd;
-  const double weight_bytes = static_cast<double>(DecodeWeightBytes(
-      model.weight_bytes(), embd.row_bytes * static_cast<size_t>(embd.n_out), spec.tied_output,
-      model.packed_source_bytes(), model.packed_bytes()));
+  // A decode step reads n_expert_used of each layer's n_expert experts.
+  const double unread_experts =
+      spec.n_expert == 0 ? 0.0
+                         : static_cast<double>(model.expert_bytes()) *
+                               (1.0 - static_cast<double>(spec.n_expert_used) / spec.n_expert);
+  const double weight_bytes =
+      static_cast<double>(DecodeWeightBytes(model.weight_bytes(),
+                                            embd.row_bytes * static_cast<size_t>(embd.n_out),
+                                            spec.tied_output, model.packed_source_bytes(),
+                                            model.packed_bytes())) -
+      unread_experts;
   for (size_t i = 0; i < o.threads.size(); ++i) {
     ThreadPool pool(o.threads[i]);
     for (const BenchTest& t : o.tests) {

@@ -64,7 +64,8 @@ RepStats Summarize(std::vector<double> values);
 // Rows a token at position p reads in a layer: p + 1 (its own included), or min(p + 1, W) in a
 // sliding-window layer of window W (model_spec.h). Mean over the tokens at first_pos..+n-1.
 double MeanVisibleRows(int sliding_window, int64_t first_pos, int64_t n);
-// Parameters of one layer's linear maps: Q, K, V, O and the gated FFN's gate, up and down.
+// Parameters of one layer's linear maps a token multiplies by: Q, K, V, O and the gated FFN's
+// gate, up and down (MoE: the router and the selected experts').
 int64_t LinearParamsPerLayer(const model::ModelSpec& s);
 // FLOPs per token of a forward pass over n tokens at first_pos.., n_logits of them getting
 // logits (1 for a prompt, n for generation):

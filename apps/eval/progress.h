@@ -24,7 +24,7 @@ class WorkModel {
       : per_token_(static_cast<double>(s.n_layers) *
                        (static_cast<double>(s.n_embd) * (s.q_dim() + s.k_dim() + s.v_dim()) +
                         static_cast<double>(s.n_heads) * s.head_dim_v * s.n_embd +
-                        3.0 * s.n_embd * s.n_ff) +
+                        static_cast<double>(s.ffn_params_per_token())) +
                    static_cast<double>(s.n_vocab) * s.n_embd),
         per_row_(static_cast<double>(s.n_layers) * s.n_heads * (s.head_dim_k + s.head_dim_v)) {}
 

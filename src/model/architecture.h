@@ -27,6 +27,10 @@ struct Architecture {
   bool rope_freqs = false;
   // Rope scaling applies to the sliding-window layers too (GPT-OSS; Gemma-3 keeps them at 1).
   bool scale_local_layers = false;
+  // The FFN is a mixture of experts (ModelSpec::n_expert): router ffn_gate_inp, experts
+  // ffn_{gate,up,down}_exps, counts from {arch}.expert_count / expert_used_count /
+  // expert_feed_forward_length.
+  bool moe = false;
   // Reads the family's hyper-parameters beyond the shared ones (per-layer windows and RoPE
   // bases, embedding and query scales, softcapping) into a spec whose shared fields are set and
   // whose layers are all global at rope.freq_base. nullptr: nothing more.
@@ -38,6 +42,7 @@ struct Architecture {
 const Architecture& LlamaArchitecture();
 const Architecture& Qwen2Architecture();
 const Architecture& Qwen3Architecture();
+const Architecture& Qwen3MoeArchitecture();
 const Architecture& Gemma3Architecture();
 
 // All supported families, for lookup by general.architecture.

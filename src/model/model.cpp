@@ -25,6 +25,12 @@ float ModelSpec::attn_scale() const {
   return 1.0f / std::sqrt(d);
 }
 
+int64_t ModelSpec::ffn_params_per_token() const {
+  const int64_t d = n_embd;
+  if (n_expert == 0) return 3 * d * n_ff;
+  return d * n_expert + int64_t{n_expert_used} * 3 * d * n_ff_exp;
+}
+
 const char* ArchName(Arch arch) {
   switch (arch) {
     case Arch::kLlama:
@@ -33,6 +39,8 @@ const char* ArchName(Arch arch) {
       return "qwen2";
     case Arch::kQwen3:
       return "qwen3";
+    case Arch::kQwen3Moe:
+      return "qwen3moe";
     case Arch::kGemma3:
       return "gemma3";
   }
@@ -41,7 +49,8 @@ const char* ArchName(Arch arch) {
 
 std::span<const Architecture* const> SupportedArchitectures() {
   static const Architecture* const kAll[] = {&LlamaArchitecture(), &Qwen2Architecture(),
-                                             &Qwen3Architecture(), &Gemma3Architecture()};
+                                             &Qwen3Architecture(), &Qwen3MoeArchitecture(),
+                                             &Gemma3Architecture()};
   return kAll;
 }
 
@@ -55,6 +64,9 @@ class ModelLoader {
 
  private:
   Result<kernels::WeightMatrix> Matrix(const std::string& name, int64_t n_in, int64_t n_out);
+  // The n_expert matrices (n_out, n_in) of a 3-D expert tensor [n_in, n_out, n_expert].
+  Result<std::vector<kernels::WeightMatrix>> Experts(const std::string& name, int64_t n_in,
+                                                     int64_t n_out, int64_t n_expert);
   Result<std::vector<float>> Vector(const std::string& name, int64_t n);
   Result<int> PositiveInt(Key key, int64_t max, std::optional<int64_t> fallback = std::nullopt);
 
@@ -112,6 +124,13 @@ Status ModelLoader::ReadSpec(const Architecture& a, ModelSpec* s) {
   if (!(s->rms_eps > 0.0f) || !(s->rms_eps < 1.0f)) {
     return Corrupt("attention.layer_norm_rms_epsilon must be in (0, 1)");
   }
+  if (a.moe) {
+    KVMEM_ASSIGN_OR_RETURN(s->n_expert, PositiveInt(Key::kExpertCount, 4096));
+    KVMEM_ASSIGN_OR_RETURN(s->n_expert_used, PositiveInt(Key::kExpertUsedCount, s->n_expert));
+    KVMEM_ASSIGN_OR_RETURN(s->n_ff_exp, PositiveInt(Key::kExpertFeedForwardLength, 1 << 18,
+                                                    s->n_ff / s->n_expert_used));
+    s->expert_weights_norm = true;
+  }
   s->rope_mode = a.rope_mode;
   s->qkv_bias = a.qkv_bias;
   s->qk_norm = a.qk_norm;
@@ -141,13 +160,23 @@ Status ModelLoader::ReadSpec(const Architecture& a, ModelSpec* s) {
   return Status::Ok();
 }
 
+namespace {
+
+std::string ShapeText(std::span<const int64_t> dims) {
+  std::string s = "[";
+  for (size_t i = 0; i < dims.size(); ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+}  // namespace
+
 Result<kernels::WeightMatrix> ModelLoader::Matrix(const std::string& name, int64_t n_in,
                                                   int64_t n_out) {
   KVMEM_ASSIGN_OR_RETURN(const gguf::TensorInfo* t, f_.GetTensor(name));
   if (t->n_dims != 2 || t->dims[0] != n_in || t->dims[1] != n_out) {
-    return Corrupt("tensor '" + name + "' has shape [" + std::to_string(t->dims[0]) + ", " +
-                   std::to_string(t->dims[1]) + "], expected [" + std::to_string(n_in) + ", " +
-                   std::to_string(n_out) + "]");
+    return Corrupt("tensor '" + name + "' has shape " +
+                   ShapeText({t->dims, static_cast<size_t>(t->n_dims)}) + ", expected " +
+                   ShapeText(std::vector<int64_t>{n_in, n_out}));
   }
   if (kernels::GetTypeTraits(t->type) == nullptr ||
       kernels::GetTypeTraits(t->type)->vec_dot == nullptr) {
@@ -163,6 +192,35 @@ Result<kernels::WeightMatrix> ModelLoader::Matrix(const std::string& name, int64
   bytes_ += t->n_bytes;
   consumed.insert(name);
   return m;
+}
+
+Result<std::vector<kernels::WeightMatrix>> ModelLoader::Experts(const std::string& name,
+                                                                int64_t n_in, int64_t n_out,
+                                                                int64_t n_expert) {
+  KVMEM_ASSIGN_OR_RETURN(const gguf::TensorInfo* t, f_.GetTensor(name));
+  if (t->n_dims != 3 || t->dims[0] != n_in || t->dims[1] != n_out || t->dims[2] != n_expert) {
+    return Corrupt("tensor '" + name + "' has shape " +
+                   ShapeText({t->dims, static_cast<size_t>(t->n_dims)}) + ", expected " +
+                   ShapeText(std::vector<int64_t>{n_in, n_out, n_expert}));
+  }
+  if (kernels::GetTypeTraits(t->type) == nullptr ||
+      kernels::GetTypeTraits(t->type)->vec_dot == nullptr) {
+    return Unsupported("tensor '" + name + "' has type " + DTypeName(t->type) +
+                       ", which kvmem cannot multiply");
+  }
+  const size_t expert_bytes = static_cast<size_t>(t->n_bytes / n_expert);
+  std::vector<kernels::WeightMatrix> experts(n_expert);
+  for (int64_t e = 0; e < n_expert; ++e) {
+    kernels::WeightMatrix& m = experts[e];
+    m.type = t->type;
+    m.data = static_cast<const uint8_t*>(t->data) + e * expert_bytes;
+    m.n_in = n_in;
+    m.n_out = n_out;
+    m.row_bytes = expert_bytes / n_out;
+  }
+  bytes_ += t->n_bytes;
+  consumed.insert(name);
+  return experts;
 }
 
 Result<std::vector<float>> ModelLoader::Vector(const std::string& name, int64_t n) {
@@ -215,6 +273,14 @@ Status ModelLoader::ReadWeights(const Architecture& a, const ModelSpec& s, Model
       KVMEM_ASSIGN_OR_RETURN(l.attn_post_norm, Vector(p + "post_attention_norm.weight", s.n_embd));
       KVMEM_ASSIGN_OR_RETURN(l.ffn_post_norm, Vector(p + "post_ffw_norm.weight", s.n_embd));
     }
+    if (a.moe) {
+      const int ne = s.n_expert, nf = s.n_ff_exp;
+      KVMEM_ASSIGN_OR_RETURN(l.router, Matrix(p + "ffn_gate_inp.weight", s.n_embd, ne));
+      KVMEM_ASSIGN_OR_RETURN(l.exp_gate, Experts(p + "ffn_gate_exps.weight", s.n_embd, nf, ne));
+      KVMEM_ASSIGN_OR_RETURN(l.exp_up, Experts(p + "ffn_up_exps.weight", s.n_embd, nf, ne));
+      KVMEM_ASSIGN_OR_RETURN(l.exp_down, Experts(p + "ffn_down_exps.weight", nf, s.n_embd, ne));
+      continue;
+    }
     KVMEM_ASSIGN_OR_RETURN(l.w_gate, Matrix(p + "ffn_gate.weight", s.n_embd, s.n_ff));
     KVMEM_ASSIGN_OR_RETURN(l.w_up, Matrix(p + "ffn_up.weight", s.n_embd, s.n_ff));
     KVMEM_ASSIGN_OR_RETURN(l.w_down, Matrix(p + "ffn_down.weight", s.n_ff, s.n_embd));
@@ -234,7 +300,7 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& path) {
   }
   if (arch == nullptr) {
     return Unsupported("'" + path + "': architecture '" + std::string(f.architecture()) +
-                       "' is not supported (llama, qwen2, qwen3, gemma3)");
+                       "' is not supported (llama, qwen2, qwen3, qwen3moe, gemma3)");
   }
   ModelLoader loader(f);
   Status st = loader.ReadSpec(*arch, &m->spec_);
@@ -252,8 +318,14 @@ void Model::PackWeights() {
   if (!kernels::PackedKernelsEnabled()) return;
   std::vector<kernels::WeightMatrix*> todo;
   for (LayerWeights& l : weights_.layers) {
-    for (kernels::WeightMatrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
-      if (kernels::CanPack(w->type)) todo.push_back(w);
+    for (kernels::WeightMatrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down,
+                                     &l.router}) {
+      if (w->data != nullptr && kernels::CanPack(w->type)) todo.push_back(w);
+    }
+    for (auto* experts : {&l.exp_gate, &l.exp_up, &l.exp_down}) {
+      for (kernels::WeightMatrix& w : *experts) {
+        if (kernels::CanPack(w.type)) todo.push_back(&w);
+      }
     }
   }
   if (kernels::CanPack(weights_.output.type)) todo.push_back(&weights_.output);
@@ -282,6 +354,18 @@ void Model::PackWeights() {
   }
   // A tied table's embedding rows come from the LM head's packed copy (the same values).
   if (spec_.tied_output) weights_.tok_embd.packed = weights_.output.packed;
+}
+
+size_t Model::expert_bytes() const {
+  size_t bytes = 0;
+  for (const LayerWeights& l : weights_.layers) {
+    for (const auto* experts : {&l.exp_gate, &l.exp_up, &l.exp_down}) {
+      for (const kernels::WeightMatrix& w : *experts) {
+        bytes += w.packed != nullptr ? w.packed->bytes() : w.row_bytes * w.n_out;
+      }
+    }
+  }
+  return bytes;
 }
 
 kv::KvGeometry Model::kv_geometry(int block_rows) const {

@@ -31,6 +31,9 @@ class Model {
   size_t packed_bytes() const { return packed_bytes_; }
   // Bytes of the file's tensors that packed copies replace in every forward pass.
   size_t packed_source_bytes() const { return packed_source_bytes_; }
+  // Bytes of the experts' matrices as the forward pass reads them (packed copies where packed);
+  // a token reads n_expert_used / n_expert of them per layer. 0 for a dense model.
+  size_t expert_bytes() const;
 
   kv::KvGeometry kv_geometry(int block_rows) const;
   // How each layer's keys are rotated (for re-positioning stored rows): (n_layers), since

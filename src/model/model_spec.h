@@ -11,7 +11,7 @@
 
 namespace kvmem::model {
 
-enum class Arch { kLlama, kQwen2, kQwen3, kGemma3 };
+enum class Arch { kLlama, kQwen2, kQwen3, kQwen3Moe, kGemma3 };
 
 // The gated FFN's activation: act(x W_gate^T) * (x W_up^T).
 enum class FfnActivation {
@@ -65,12 +65,24 @@ struct ModelSpec {
   FfnActivation ffn_act = FfnActivation::kSilu;
   bool tied_output = false;
 
+  // Mixture of experts (qwen3moe): n_expert > 0 replaces the dense FFN in every layer. A router
+  // (softmax over n_expert logits) picks each token's n_expert_used most probable experts, whose
+  // gated FFNs (n_ff_exp wide) are summed weighted by their probabilities, renormalized to sum
+  // to 1 when expert_weights_norm.
+  int n_expert = 0;
+  int n_expert_used = 0;
+  int n_ff_exp = 0;
+  bool expert_weights_norm = false;
+
   float embd_scale = 1.0f;  // token embeddings are multiplied by this (gemma3: sqrt(n_embd))
   // Attention logits are q.k / sqrt(query_pre_attn_scalar); 0 means head_dim_k.
   float query_pre_attn_scalar = 0.0f;
   float final_logit_softcap = 0.0f;  // > 0: logits = c * tanh(logits / c)
 
   float attn_scale() const;  // 1/sqrt(query_pre_attn_scalar, or head_dim_k)
+  // FFN weights one token multiplies by in a layer: gate, up and down (3 n_embd n_ff), or the
+  // router and its n_expert_used experts' (n_embd n_expert + n_expert_used 3 n_embd n_ff_exp).
+  int64_t ffn_params_per_token() const;
   int q_dim() const { return n_heads * head_dim_k; }
   int k_dim() const { return n_kv_heads * head_dim_k; }
   int v_dim() const { return n_kv_heads * head_dim_v; }

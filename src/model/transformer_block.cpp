@@ -16,8 +16,9 @@ void BlockScratch::Resize(const ModelSpec& spec, int n) {
   v.resize(t * spec.v_dim());
   attn.resize(t * spec.n_heads * spec.head_dim_v);
   proj.resize(t * spec.n_embd);
-  gate.resize(t * spec.n_ff);
-  up.resize(t * spec.n_ff);
+  const size_t n_ff = spec.n_expert > 0 ? 0 : spec.n_ff;  // the MoE FFN has its own buffers
+  gate.resize(t * n_ff);
+  up.resize(t * n_ff);
 }
 
 namespace {
@@ -291,12 +292,16 @@ void OutputAndFfn(const ModelSpec& spec, const LayerWeights& w, float* x, BlockS
   for (size_t i = 0; i < nx; ++i) x[i] += s.proj[i];
 
   RmsNormRows(x, w.ffn_norm, s.xn.data(), n, spec.n_embd, spec.rms_eps);
-  const kernels::MatMulOut gate_up[] = {{&w.w_gate, s.gate.data()}, {&w.w_up, s.up.data()}};
-  kernels::MatMuls(gate_up, s.xn.data(), n, pool);
-  const int64_t n_ff = static_cast<int64_t>(n) * spec.n_ff;
-  const auto glu = spec.ffn_act == FfnActivation::kGeluTanh ? ops.geglu : ops.swiglu;
-  glu(s.gate.data(), s.up.data(), s.gate.data(), n_ff);
-  kernels::MatMul(w.w_down, s.gate.data(), n, s.proj.data(), pool);
+  if (spec.n_expert > 0) {
+    MoeFfn(spec, w, s.xn.data(), n, s.proj.data(), s.moe, pool);
+  } else {
+    const kernels::MatMulOut gate_up[] = {{&w.w_gate, s.gate.data()}, {&w.w_up, s.up.data()}};
+    kernels::MatMuls(gate_up, s.xn.data(), n, pool);
+    const int64_t n_ff = static_cast<int64_t>(n) * spec.n_ff;
+    const auto glu = spec.ffn_act == FfnActivation::kGeluTanh ? ops.geglu : ops.swiglu;
+    glu(s.gate.data(), s.up.data(), s.gate.data(), n_ff);
+    kernels::MatMul(w.w_down, s.gate.data(), n, s.proj.data(), pool);
+  }
   if (spec.post_norms) {
     RmsNormRows(s.proj.data(), w.ffn_post_norm, s.proj.data(), n, spec.n_embd, spec.rms_eps);
   }

@@ -11,7 +11,8 @@
 //                 and, in a sliding-window layer, > position - window; restricted, when given,
 //                 to the token's allowed row ranges
 //   OutputAndFfn: o = attn Wo^T; [o = RMSNorm(o) * attn_post_norm]; x += o;
-//                 f = W_down (act(RMSNorm(x) W_gate^T) * (... W_up^T));
+//                 f = W_down (act(RMSNorm(x) W_gate^T) * (... W_up^T)), or the mixture of
+//                 experts of moe_ffn.h;
 //                 [f = RMSNorm(f) * ffn_post_norm]; x += f      (act: SiLU or GELU-tanh)
 //
 // Every intermediate is a named buffer of BlockScratch so it can be dumped and compared.
@@ -26,6 +27,7 @@
 #include "kv/kv_pool.h"
 #include "kv/kv_view.h"
 #include "model/model_spec.h"
+#include "model/moe_ffn.h"
 #include "model/weights.h"
 
 namespace kvmem::model {
@@ -41,6 +43,7 @@ struct BlockScratch {
   std::vector<float> gate;  // (n_tokens, n_ff)
   std::vector<float> up;    // (n_tokens, n_ff)
   std::vector<float> partials;  // attention states of the decode chunks (AttendGrouped)
+  MoeScratch moe;               // spec.n_expert > 0: the mixture-of-experts FFN's buffers
 
   void Resize(const ModelSpec& spec, int n_tokens);
 };

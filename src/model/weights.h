@@ -23,6 +23,12 @@ struct LayerWeights {
   kernels::WeightMatrix w_gate;  // (n_ff, n_embd)
   kernels::WeightMatrix w_up;    // (n_ff, n_embd)
   kernels::WeightMatrix w_down;  // (n_embd, n_ff)
+  // Mixture of experts (spec.n_expert > 0) instead of w_gate/w_up/w_down: the router and, per
+  // expert, its slice of the 3-D ffn_{gate,up,down}_exps tensors.
+  kernels::WeightMatrix router;                  // (n_expert, n_embd)
+  std::vector<kernels::WeightMatrix> exp_gate;   // (n_expert) x (n_ff_exp, n_embd)
+  std::vector<kernels::WeightMatrix> exp_up;     // (n_expert) x (n_ff_exp, n_embd)
+  std::vector<kernels::WeightMatrix> exp_down;   // (n_expert) x (n_embd, n_ff_exp)
 };
 
 struct ModelWeights {

@@ -336,6 +336,47 @@ TEST(ModelLoad, YarnRopeScaling) {
   EXPECT_EQ(LoadTiny(c).status().code(), ErrorCode::kNotFound);  // YaRN needs its factor
 }
 
+// Qwen3-MoE: the expert counts and widths are read, each expert is its slice of the 3-D tensors
+// (consecutive, equal strides), and counts or shapes that do not fit are refused by name.
+TEST(ModelLoad, Qwen3MoeReadsExperts) {
+  TinyConfig c;
+  c.arch = "qwen3moe";
+  auto m = LoadTiny(c);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  const ModelSpec& s = (*m)->spec();
+  EXPECT_EQ(s.n_expert, 4);
+  EXPECT_EQ(s.n_expert_used, 2);
+  EXPECT_EQ(s.n_ff_exp, c.n_ff / 2);
+  EXPECT_TRUE(s.expert_weights_norm);
+  EXPECT_EQ(s.ffn_params_per_token(), int64_t{32} * 4 + 2 * 3 * 32 * 24);
+  const LayerWeights& l = (*m)->weights().layers[1];
+  ASSERT_EQ(l.exp_up.size(), 4u);
+  const size_t expert_bytes = size_t{24} * 32 * sizeof(float);
+  for (int e = 0; e < 4; ++e) {
+    EXPECT_EQ(static_cast<const uint8_t*>(l.exp_up[e].data),
+              static_cast<const uint8_t*>(l.exp_up[0].data) + e * expert_bytes);
+    EXPECT_EQ(l.exp_down[e].n_in, 24);
+    EXPECT_EQ(l.exp_down[e].n_out, 32);
+  }
+  std::vector<BadCase> cases;
+  {
+    TinyConfig b = c;
+    b.n_expert_used = 5;
+    cases.push_back({"more used than experts", b, ErrorCode::kCorrupt, "expert_used_count"});
+  }
+  {
+    TinyConfig b = c;
+    b.reshape_tensor = "blk.0.ffn_down_exps.weight";
+    cases.push_back({"expert shape", b, ErrorCode::kCorrupt, "'blk.0.ffn_down_exps.weight'"});
+  }
+  {
+    TinyConfig b = c;
+    b.skip_tensor = "blk.1.ffn_gate_inp.weight";
+    cases.push_back({"no router", b, ErrorCode::kNotFound, "blk.1.ffn_gate_inp.weight"});
+  }
+  ExpectRefused(cases);
+}
+
 TEST(ModelLoad, MissingFileIsAnIoError) {
   auto m = Model::Load("/nonexistent/model.gguf");
   ASSERT_FALSE(m.ok());

@@ -32,6 +32,9 @@ struct TinyConfig {
   int sliding_window = 4;
   float rope_base_swa = 0.0f;
   float final_logit_softcap = 0.0f;
+  // qwen3moe only: experts n_ff / 2 wide.
+  int n_expert = 4;
+  int n_expert_used = 2;
   // Hooks for broken files.
   std::string skip_tensor;
   std::string skip_key;        // metadata key left out, e.g. "gemma3.attention.sliding_window"
@@ -67,6 +70,11 @@ inline std::vector<uint8_t> BuildTinyGguf(const TinyConfig& c, uint32_t seed = 1
   put_u32(a + ".context_length", 512);
   put_f32(a + ".rope.freq_base", c.rope_base);
   put_f32(a + ".attention.layer_norm_rms_epsilon", 1e-5f);
+  if (a == "qwen3moe") {
+    put_u32(a + ".expert_count", c.n_expert);
+    put_u32(a + ".expert_used_count", c.n_expert_used);
+    put_u32(a + ".expert_feed_forward_length", c.n_ff / 2);
+  }
   if (gemma) {
     put_u32(a + ".attention.sliding_window", c.sliding_window);
     if (c.rope_base_swa > 0.0f) put_f32(a + ".rope.freq_base_swa", c.rope_base_swa);
@@ -99,15 +107,22 @@ inline std::vector<uint8_t> BuildTinyGguf(const TinyConfig& c, uint32_t seed = 1
       add(p + "attn_k.bias", {kd});
       add(p + "attn_v.bias", {kd});
     }
-    if (a == "qwen3" || gemma) {
+    if (a == "qwen3" || a == "qwen3moe" || gemma) {
       add(p + "attn_q_norm.weight", {c.head_dim});
       add(p + "attn_k_norm.weight", {c.head_dim});
     }
     if (gemma) add(p + "post_attention_norm.weight", {c.n_embd});
     add(p + "ffn_norm.weight", {c.n_embd});
-    add(p + "ffn_gate.weight", {c.n_embd, c.n_ff});
-    add(p + "ffn_up.weight", {c.n_embd, c.n_ff});
-    add(p + "ffn_down.weight", {c.n_ff, c.n_embd});
+    if (a == "qwen3moe") {
+      add(p + "ffn_gate_inp.weight", {c.n_embd, c.n_expert});
+      add(p + "ffn_gate_exps.weight", {c.n_embd, c.n_ff / 2, c.n_expert});
+      add(p + "ffn_up_exps.weight", {c.n_embd, c.n_ff / 2, c.n_expert});
+      add(p + "ffn_down_exps.weight", {c.n_ff / 2, c.n_embd, c.n_expert});
+    } else {
+      add(p + "ffn_gate.weight", {c.n_embd, c.n_ff});
+      add(p + "ffn_up.weight", {c.n_embd, c.n_ff});
+      add(p + "ffn_down.weight", {c.n_ff, c.n_embd});
+    }
     if (gemma) add(p + "post_ffw_norm.weight", {c.n_embd});
   }
   for (const auto& [name, dims] : c.extra_tensors) add(name, dims);

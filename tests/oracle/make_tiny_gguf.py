@@ -104,7 +104,7 @@ def config(arch: str, dim: int) -> dict:
     if dim == 64:
         c = dict(n_embd=64, n_head=4, n_head_kv=2, head_dim=16, n_ff=128,
                  n_layer=3 if arch == "llama" else 2)
-        if arch in ("qwen3", "gemma3"):
+        if arch in ("qwen3", "qwen3moe", "gemma3"):
             c["head_dim"] = 32
     elif dim == 256:
         c = dict(n_embd=256, n_head=4, n_head_kv=2, head_dim=64, n_ff=512, n_layer=2)
@@ -113,11 +113,14 @@ def config(arch: str, dim: int) -> dict:
     if arch == "gemma3":
         # enough layers for the 5-local / 1-global pattern, MQA like Gemma-3 270M
         c.update(n_layer=7, n_head_kv=1, window=8)
+    if arch == "qwen3moe":  # 8 experts, 2 per token, each half as wide as the dense FFN
+        c.update(n_expert=8, n_expert_used=2, n_ff_exp=c["n_ff"] // 2)
     c["rope_base"] = 10000.0 if arch == "llama" else 1000000.0
     # unusually large eps for qwen2/qwen3 so an engine that ignores the
     # metadata value (hard-codes 1e-5/1e-6) is detectable above Q8 noise
-    c["eps"] = {"llama": 1e-5, "qwen2": 1e-2, "qwen3": 5e-3, "gemma3": 1e-3}[arch]
-    c["tied"] = arch in ("llama", "qwen3", "gemma3")
+    c["eps"] = {"llama": 1e-5, "qwen2": 1e-2, "qwen3": 5e-3, "qwen3moe": 5e-3,
+                "gemma3": 1e-3}[arch]
+    c["tied"] = arch in ("llama", "qwen3", "qwen3moe", "gemma3")
     c["ctx"] = 2048
     return c
 
@@ -160,7 +163,7 @@ def make_matrix(rng, n_out: int, n_in: int, qname: str, std: float):
     return q, QT[qname]
 
 
-ARCHS = ("llama", "qwen2", "qwen3", "gemma3")
+ARCHS = ("llama", "qwen2", "qwen3", "qwen3moe", "gemma3")
 
 
 def llama3_rope_factors(n_rot: int, base: float, factor: float = 8.0, low: float = 1.0,
@@ -215,7 +218,7 @@ def write(arch: str, out: str, wtype: str = "mixed", dim: int | None = None,
     w.add_feed_forward_length(F)
     w.add_head_count(H)
     w.add_head_count_kv(Hkv)
-    if arch in ("qwen3", "gemma3") or hd != D // H:
+    if arch in ("qwen3", "qwen3moe", "gemma3") or hd != D // H:
         w.add_key_length(hd)
         w.add_value_length(hd)
     w.add_rope_dimension_count(hd)
@@ -230,6 +233,10 @@ def write(arch: str, out: str, wtype: str = "mixed", dim: int | None = None,
         # inside the tiny head sizes
         w.add_uint32(f"{arch}.rope.scaling.original_context_length", YARN_ORIG_CTX)
     w.add_layer_norm_rms_eps(c["eps"])
+    if arch == "qwen3moe":
+        w.add_expert_count(c["n_expert"])
+        w.add_expert_used_count(c["n_expert_used"])
+        w.add_expert_feed_forward_length(c["n_ff_exp"])
     if arch == "gemma3":
         w.add_sliding_window(c["window"])
         if swa_base is not None:
@@ -255,6 +262,11 @@ def write(arch: str, out: str, wtype: str = "mixed", dim: int | None = None,
         data, raw = make_matrix(rng, n_out, n_in, qname, std)
         w.add_tensor(name, data, raw_dtype=raw)
 
+    def add_experts(name, n_out, n_in, std):  # [n_in, n_out, n_expert], one weight type
+        qname = next_type()
+        mats = [make_matrix(rng, n_out, n_in, qname, std) for _ in range(c["n_expert"])]
+        w.add_tensor(name, np.stack([d for d, _ in mats]), raw_dtype=mats[0][1])
+
     def add_vec(name, n, mean, std):
         w.add_tensor(name, (mean + std * rng.standard_normal(n)).astype(np.float32))
 
@@ -278,15 +290,24 @@ def write(arch: str, out: str, wtype: str = "mixed", dim: int | None = None,
             add_vec(p + "attn_q.bias", H * hd, 0.0, 0.2)
             add_vec(p + "attn_k.bias", Hkv * hd, 0.0, 0.2)
             add_vec(p + "attn_v.bias", Hkv * hd, 0.0, 0.2)
-        if arch in ("qwen3", "gemma3"):
+        if arch in ("qwen3", "qwen3moe", "gemma3"):
             add_vec(p + "attn_q_norm.weight", hd, 1.0, 0.2)
             add_vec(p + "attn_k_norm.weight", hd, 1.0, 0.2)
         if arch == "gemma3":
             add_vec(p + "post_attention_norm.weight", D, 0.5, 0.1)
         add_vec(p + "ffn_norm.weight", D, 1.0, 0.1)
-        add_mat(p + "ffn_gate.weight", F, D, 1.0 / np.sqrt(D))
-        add_mat(p + "ffn_up.weight", F, D, 1.0 / np.sqrt(D))
-        add_mat(p + "ffn_down.weight", D, F, 0.5 / np.sqrt(F))
+        if arch == "qwen3moe":
+            # the router stays F32 (llama-quantize leaves ffn_gate_inp alone); a wide spread of
+            # router logits keeps the top-2 choice away from ties
+            add_mat(p + "ffn_gate_inp.weight", c["n_expert"], D, 3.0 / np.sqrt(D), "F32")
+            Fe = c["n_ff_exp"]
+            add_experts(p + "ffn_gate_exps.weight", Fe, D, 1.0 / np.sqrt(D))
+            add_experts(p + "ffn_up_exps.weight", Fe, D, 1.0 / np.sqrt(D))
+            add_experts(p + "ffn_down_exps.weight", D, Fe, 0.5 / np.sqrt(Fe))
+        else:
+            add_mat(p + "ffn_gate.weight", F, D, 1.0 / np.sqrt(D))
+            add_mat(p + "ffn_up.weight", F, D, 1.0 / np.sqrt(D))
+            add_mat(p + "ffn_down.weight", D, F, 0.5 / np.sqrt(F))
         if arch == "gemma3":
             add_vec(p + "post_ffw_norm.weight", D, 0.5, 0.1)
     w.write_header_to_file()

@@ -57,7 +57,7 @@ from gguf.quants import dequantize
 
 F = np.float64
 
-SUPPORTED_ARCHS = ("llama", "qwen2", "qwen3", "gemma3")
+SUPPORTED_ARCHS = ("llama", "qwen2", "qwen3", "qwen3moe", "gemma3")
 
 
 def _field(reader: GGUFReader, key: str, default=None):
@@ -92,6 +92,8 @@ class HParams:
     # YaRN (rope.scaling.type yarn): the original context its correction dims are computed
     # for (0: no YaRN), and per layer the factor Q and K leave RoPE with (attention_factor).
     yarn_orig_ctx: int = 0
+    # qwen3moe: experts per token (softmax router, top-k, weights renormalized to sum to 1)
+    n_expert_used: int = 0
     layer_rope_mag: list = field(default_factory=list)
     embd_scale: float = 1.0
     attn_scale: float = 0.0        # 0: 1/sqrt(head_dim_k)
@@ -108,9 +110,14 @@ class Layer:
     wv: np.ndarray
     wo: np.ndarray
     ffn_norm: np.ndarray
-    w_gate: np.ndarray
-    w_up: np.ndarray
-    w_down: np.ndarray
+    w_gate: np.ndarray | None = None
+    w_up: np.ndarray | None = None
+    w_down: np.ndarray | None = None
+    # qwen3moe: router (n_expert, n_embd) and experts (n_expert, n_out, n_in) instead of w_*
+    router: np.ndarray | None = None
+    exp_gate: np.ndarray | None = None
+    exp_up: np.ndarray | None = None
+    exp_down: np.ndarray | None = None
     bq: np.ndarray | None = None
     bk: np.ndarray | None = None
     bv: np.ndarray | None = None
@@ -186,7 +193,7 @@ def load(path: str) -> Model:
     hp = HParams(arch=arch, n_layer=n_layer, n_embd=n_embd, n_head=n_head,
                  n_head_kv=n_head_kv, head_dim_k=hdk, head_dim_v=hdv,
                  n_rot=n_rot, rope_base=rope_base, rms_eps=eps, n_ff=n_ff,
-                 n_vocab=n_vocab, neox=arch in ("qwen2", "qwen3", "gemma3"),
+                 n_vocab=n_vocab, neox=arch in ("qwen2", "qwen3", "qwen3moe", "gemma3"),
                  layer_rope_base=[rope_base] * n_layer, layer_window=[0] * n_layer)
     scaling = kv("rope.scaling.type", "none")
     if scaling not in ("none", "", "linear", "yarn"):
@@ -225,6 +232,8 @@ def load(path: str) -> Model:
         assert m.rope_freq_factors.shape == (n_rot // 2,)
 
     opt = lambda n: W(n) if n in tensors else None  # noqa: E731
+    if arch == "qwen3moe":
+        hp.n_expert_used = int(kv("expert_used_count"))
     for i in range(n_layer):
         p = f"blk.{i}."
         L = Layer(
@@ -232,8 +241,10 @@ def load(path: str) -> Model:
             wq=W(p + "attn_q.weight"), wk=W(p + "attn_k.weight"),
             wv=W(p + "attn_v.weight"), wo=W(p + "attn_output.weight"),
             ffn_norm=W(p + "ffn_norm.weight"),
-            w_gate=W(p + "ffn_gate.weight"), w_up=W(p + "ffn_up.weight"),
-            w_down=W(p + "ffn_down.weight"),
+            w_gate=opt(p + "ffn_gate.weight"), w_up=opt(p + "ffn_up.weight"),
+            w_down=opt(p + "ffn_down.weight"),
+            router=opt(p + "ffn_gate_inp.weight"), exp_gate=opt(p + "ffn_gate_exps.weight"),
+            exp_up=opt(p + "ffn_up_exps.weight"), exp_down=opt(p + "ffn_down_exps.weight"),
             bq=opt(p + "attn_q.bias"), bk=opt(p + "attn_k.bias"),
             bv=opt(p + "attn_v.bias"), bo=opt(p + "attn_output.bias"),
             q_norm=opt(p + "attn_q_norm.weight"),
@@ -243,18 +254,26 @@ def load(path: str) -> Model:
         )
         for attr, tn in (("wq", "attn_q"), ("wk", "attn_k"), ("wv", "attn_v"),
                          ("wo", "attn_output"), ("w_gate", "ffn_gate"),
-                         ("w_up", "ffn_up"), ("w_down", "ffn_down")):
-            L.types[attr] = tensors[p + tn + ".weight"].tensor_type.name
+                         ("w_up", "ffn_up"), ("w_down", "ffn_down"),
+                         ("router", "ffn_gate_inp"), ("exp_gate", "ffn_gate_exps"),
+                         ("exp_up", "ffn_up_exps"), ("exp_down", "ffn_down_exps")):
+            if p + tn + ".weight" in tensors:
+                L.types[attr] = tensors[p + tn + ".weight"].tensor_type.name
         assert L.wq.shape == (n_head * hdk, n_embd), (i, L.wq.shape)
         assert L.wk.shape == (n_head_kv * hdk, n_embd), (i, L.wk.shape)
         assert L.wv.shape == (n_head_kv * hdv, n_embd), (i, L.wv.shape)
         assert L.wo.shape == (n_embd, n_head * hdv), (i, L.wo.shape)
-        assert L.w_gate.shape == (n_ff, n_embd) and L.w_up.shape == (n_ff, n_embd)
-        assert L.w_down.shape == (n_embd, n_ff)
+        if L.router is not None:
+            n_ff_exp = int(kv("expert_feed_forward_length"))
+            assert L.exp_gate.shape[1:] == L.exp_up.shape[1:] == (n_ff_exp, n_embd)
+            assert L.exp_down.shape[1:] == (n_embd, n_ff_exp)
+        else:
+            assert L.w_gate.shape == (n_ff, n_embd) and L.w_up.shape == (n_ff, n_embd)
+            assert L.w_down.shape == (n_embd, n_ff)
         if arch == "gemma3":
             assert L.attn_post_norm is not None and L.attn_post_norm.shape == (n_embd,)
             assert L.ffn_post_norm is not None and L.ffn_post_norm.shape == (n_embd,)
-        if arch in ("qwen3", "gemma3"):
+        if arch in ("qwen3", "qwen3moe", "gemma3"):
             assert L.q_norm is not None and L.q_norm.shape == (hdk,)
             assert L.k_norm is not None and L.k_norm.shape == (hdk,)
         if arch == "qwen2":
@@ -318,6 +337,25 @@ def _silu(x):
 
 def _gelu_tanh(x):
     return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x ** 3)))
+
+
+def moe_ffn(h, L, hp, expert_mm, r32):
+    """Mixture of experts (qwen3moe, as transformers' Qwen3MoeSparseMoeBlock with
+    norm_topk_prob): softmax over the router's logits, each token's n_expert_used most probable
+    experts, their probabilities renormalized to sum to 1, the weighted sum of their SwiGLU FFNs."""
+    logits = h @ L.router.T  # the router is F32 in real files: no activation rounding
+    p = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    p /= p.sum(axis=-1, keepdims=True)
+    k = hp.n_expert_used
+    f = np.zeros_like(h)
+    for t in range(h.shape[0]):
+        sel = np.argsort(-p[t], kind="stable")[:k]
+        w = p[t, sel] / max(p[t, sel].sum(), 6.103515625e-5)
+        for wj, e in zip(w, sel):
+            x = h[t:t + 1]
+            g = r32(_silu(expert_mm(x, "exp_gate", e)) * expert_mm(x, "exp_up", e))
+            f[t] += wj * expert_mm(g, "exp_down", e)[0]
+    return f
 
 
 # --------------------------------------------------------------------------
@@ -469,8 +507,12 @@ def forward(m: Model, token_ids, last_only: bool = False,
         x = r32(x + a)
         h = r32(rms_norm(x, L.ffn_norm, hp.rms_eps))
         act = _gelu_tanh if hp.gelu else _silu
-        f = r32(act(mm(h, L, "w_gate")) * mm(h, L, "w_up"))
-        f = mm(f, L, "w_down")
+        if L.router is not None:
+            f = moe_ffn(h, L, hp, lambda z, a, e: _act_quant(z, L.types[a] if em else "F32")
+                        @ getattr(L, a)[e].T, r32)
+        else:
+            f = r32(act(mm(h, L, "w_gate")) * mm(h, L, "w_up"))
+            f = mm(f, L, "w_down")
         if hp.post_norms:
             f = r32(rms_norm(r32(f), L.ffn_post_norm, hp.rms_eps))
         x = r32(x + f)

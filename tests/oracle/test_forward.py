@@ -116,6 +116,10 @@ TINY_CASES = [
     # YaRN (Qwen 2.5 long-context files): factor 4 over an original context of 256
     ("qwen2", "mixed", {"yarn": 4.0}, 600),
     ("qwen3", "mixed", {"yarn": 4.0}, 97),
+    # Qwen3-MoE: 8 experts, top 2 per token, experts stored as 3-D tensors
+    ("qwen3moe", "mixed", {}, 97),
+    ("qwen3moe", "mixed-k", {}, 97),
+    ("qwen3moe", "Q8_0", {"tied": False}, 600),
 ]
 
 
