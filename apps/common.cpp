@@ -1,12 +1,12 @@
 #include "common.h"
 
-#include "tokenizer/gguf_config.h"
-
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
+
+#include "tokenizer/gguf_config.h"
 
 namespace kvmem::app {
 
@@ -36,7 +36,10 @@ Result<std::unique_ptr<model::Model>> LoadModel(const std::string& path) {
     return NotFound("default model " + p +
                     " is not installed; run scripts/setup.sh (or pass -m MODEL.gguf)");
   }
-  return model::Model::Load(p);
+  auto m = model::Model::Load(p);
+  if (m.ok() && !(*m)->load_note().empty())
+    std::fprintf(stderr, "kvmem: %s\n", (*m)->load_note().c_str());
+  return m;
 }
 
 Result<ModelAndTokenizer> LoadModelAndTokenizer(const std::string& path) {

@@ -37,6 +37,10 @@ struct Architecture {
   Status (*read_hparams)(const gguf::GgufFile& f, ModelSpec* s);
   // The family-namespace keys read_hparams reads (math_keys.h refuses other math-bearing ones).
   std::span<const gguf::Key> family_keys = {};
+  // Parts of a file ignored on purpose, said so at load (Model::load_note): tensors whose name
+  // starts with one of these, and family-namespace keys "{arch}.<prefix>..." (Gemma 3 4B+ files
+  // that carry the vision tower: "v." and "mm." tensors, "vision." and "mm." keys).
+  std::span<const std::string_view> ignored_prefixes = {};
 };
 
 const Architecture& LlamaArchitecture();

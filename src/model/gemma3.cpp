@@ -14,6 +14,8 @@
 //  - attention logits scaled by 1/sqrt(query_pre_attn_scalar): the head size, except for the
 //    27B model (62 layers) whose checkpoint sets n_embd / n_heads (gemma_pytorch config.py; no
 //    GGUF key carries it, llama.cpp also decides by the layer count);
+//  - the vision tower of single-file multimodal GGUFs (v.*, mm.* tensors, gemma3.vision.* and
+//    gemma3.mm.* keys) ignored on purpose and said so: kvmem serves the text model;
 //  - tied LM head, and final logit softcapping only when final_logit_softcapping is present
 //    (Gemma-2 had it; Gemma-3 GGUFs do not).
 #include <cmath>
@@ -62,6 +64,9 @@ Status ReadGemma3Hparams(const gguf::GgufFile& f, ModelSpec* s) {
 
 constexpr Key kGemma3Keys[] = {Key::kSlidingWindow, Key::kRopeFreqBaseSwa,
                                Key::kFinalLogitSoftcapping};
+// Single-file multimodal Gemma 3 GGUFs (Ollama's) carry the SigLIP vision tower and its
+// projector; kvmem runs the text model, which does not read them.
+constexpr std::string_view kGemma3Vision[] = {"v.", "mm.", "vision."};
 
 const Architecture& Gemma3Architecture() {
   static constexpr Architecture kArch{
@@ -74,6 +79,7 @@ const Architecture& Gemma3Architecture() {
       .ffn_act = FfnActivation::kGeluTanh,
       .read_hparams = &ReadGemma3Hparams,
       .family_keys = kGemma3Keys,
+      .ignored_prefixes = kGemma3Vision,
   };
   return kArch;
 }

@@ -17,8 +17,9 @@
 namespace kvmem::model {
 
 // Unsupported naming the first tensor of `f` not in `consumed`, or the first math-bearing key of
-// the family's namespace the loader does not read.
+// the family's namespace the loader does not read; the parts the family ignores on purpose
+// (Architecture::ignored_prefixes) are counted in *ignored_tensors instead.
 Status CheckNothingIgnored(const gguf::GgufFile& f, const Architecture& a,
-                           const std::set<std::string>& consumed);
+                           const std::set<std::string>& consumed, int* ignored_tensors);
 
 }  // namespace kvmem::model

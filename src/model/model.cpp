@@ -298,6 +298,11 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& path) {
   for (const Architecture* a : SupportedArchitectures()) {
     if (a->gguf_name == f.architecture()) arch = a;
   }
+  if (f.architecture() == "clip") {
+    return Unsupported("'" + path +
+                       "' is a vision projector (mmproj) file, not a language model: pass the "
+                       "model's own GGUF");
+  }
   if (arch == nullptr) {
     return Unsupported("'" + path + "': architecture '" + std::string(f.architecture()) +
                        "' is not supported (llama, qwen2, qwen3, qwen3moe, gemma3)");
@@ -305,8 +310,16 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& path) {
   ModelLoader loader(f);
   Status st = loader.ReadSpec(*arch, &m->spec_);
   if (st.ok()) st = loader.ReadWeights(*arch, m->spec_, &m->weights_, &m->weight_bytes_);
-  if (st.ok()) st = CheckNothingIgnored(f, *arch, loader.consumed);
+  int ignored = 0;
+  if (st.ok()) st = CheckNothingIgnored(f, *arch, loader.consumed, &ignored);
   if (!st.ok()) return st.WithContext("'" + path + "'");
+  if (ignored > 0) {
+    std::string parts;
+    for (std::string_view p : arch->ignored_prefixes)
+      parts += (parts.empty() ? "" : ", ") + std::string(p) + "*";
+    m->load_note_ = "ignored " + std::to_string(ignored) + " tensors (" + parts +
+                    ": the vision tower); kvmem runs the text model";
+  }
   m->PackWeights();
   const uint64_t size = f.bytes().size();
   m->fingerprint_ = Fnv1a64(f.bytes().data(), static_cast<size_t>(f.data_offset()));
@@ -318,8 +331,8 @@ void Model::PackWeights() {
   if (!kernels::PackedKernelsEnabled()) return;
   std::vector<kernels::WeightMatrix*> todo;
   for (LayerWeights& l : weights_.layers) {
-    for (kernels::WeightMatrix* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down,
-                                     &l.router}) {
+    for (kernels::WeightMatrix* w :
+         {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down, &l.router}) {
       if (w->data != nullptr && kernels::CanPack(w->type)) todo.push_back(w);
     }
     for (auto* experts : {&l.exp_gate, &l.exp_up, &l.exp_down}) {

@@ -34,6 +34,9 @@ class Model {
   // Bytes of the experts' matrices as the forward pass reads them (packed copies where packed);
   // a token reads n_expert_used / n_expert of them per layer. 0 for a dense model.
   size_t expert_bytes() const;
+  // What the file holds that kvmem ignores on purpose (Architecture::ignored_prefixes), as a
+  // sentence for the user ("ignored 439 tensors (v.*, mm.*, vision.*): ..."); empty if nothing.
+  const std::string& load_note() const { return load_note_; }
 
   kv::KvGeometry kv_geometry(int block_rows) const;
   // How each layer's keys are rotated (for re-positioning stored rows): (n_layers), since
@@ -55,6 +58,7 @@ class Model {
   std::vector<std::unique_ptr<kernels::PackedMatrix>> packed_;
   size_t packed_bytes_ = 0;
   size_t packed_source_bytes_ = 0;
+  std::string load_note_;
 };
 
 }  // namespace kvmem::model

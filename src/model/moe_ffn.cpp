@@ -39,8 +39,8 @@ void SelectExperts(const ModelSpec& spec, const float* probs, int n_tokens, int3
   }
 }
 
-void MoeFfn(const ModelSpec& spec, const LayerWeights& w, const float* xn, int n_tokens,
-            float* out, MoeScratch& s, ThreadPool* pool) {
+void MoeFfn(const ModelSpec& spec, const LayerWeights& w, const float* xn, int n_tokens, float* out,
+            MoeScratch& s, ThreadPool* pool) {
   const int ne = spec.n_expert, k = spec.n_expert_used, d = spec.n_embd, nf = spec.n_ff_exp;
   const size_t n = static_cast<size_t>(n_tokens);
   s.router.resize(n * ne);

@@ -21,17 +21,17 @@
 namespace kvmem::model {
 
 struct MoeScratch {
-  std::vector<float> router;     // (n_tokens, n_expert) logits, then probabilities
-  std::vector<int32_t> chosen;   // (n_tokens, n_expert_used) expert ids
-  std::vector<float> weights;    // (n_tokens, n_expert_used)
-  std::vector<float> x;          // (n_tokens, n_embd) rows of the tokens of one expert
-  std::vector<float> gate, up;   // (n_tokens, n_ff_exp)
-  std::vector<float> y;          // (n_tokens, n_embd)
+  std::vector<float> router;    // (n_tokens, n_expert) logits, then probabilities
+  std::vector<int32_t> chosen;  // (n_tokens, n_expert_used) expert ids
+  std::vector<float> weights;   // (n_tokens, n_expert_used)
+  std::vector<float> x;         // (n_tokens, n_embd) rows of the tokens of one expert
+  std::vector<float> gate, up;  // (n_tokens, n_ff_exp)
+  std::vector<float> y;         // (n_tokens, n_embd)
 };
 
 // out (n_tokens, n_embd) = the MoE FFN of xn (n_tokens, n_embd).
-void MoeFfn(const ModelSpec& spec, const LayerWeights& w, const float* xn, int n_tokens,
-            float* out, MoeScratch& s, ThreadPool* pool);
+void MoeFfn(const ModelSpec& spec, const LayerWeights& w, const float* xn, int n_tokens, float* out,
+            MoeScratch& s, ThreadPool* pool);
 
 // The experts token rows chose (n_tokens x n_expert_used ids) and their weights, from router
 // probabilities; exposed for tests.

@@ -24,8 +24,8 @@ float YarnMscale(float scale) { return scale <= 1.0f ? 1.0f : 0.1f * std::log(sc
 
 Status FiniteAtLeast(const gguf::GgufFile& f, Key key, float v, float min) {
   if (!(v >= min) || !std::isfinite(v)) {
-    return Corrupt("metadata '" + f.Name(key) + "' must be a finite number >= " +
-                   std::to_string(min));
+    return Corrupt("metadata '" + f.Name(key) +
+                   "' must be a finite number >= " + std::to_string(min));
   }
   return Status::Ok();
 }

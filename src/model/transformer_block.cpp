@@ -59,8 +59,7 @@ void ProjectQkv(const ModelSpec& spec, int layer, const LayerWeights& w, const f
   kernels::RopeCache rope;  // Q and K of a token share one evaluation of the angles
   for (int t = 0; t < n; ++t) {
     kernels::InitRopeCache(positions[t], spec.rope_dim, ls.rope_freq_base, &rope,
-                           spec.rope_freq_factors.empty() ? nullptr
-                                                          : spec.rope_freq_factors.data(),
+                           spec.rope_freq_factors.empty() ? nullptr : spec.rope_freq_factors.data(),
                            ls.rope_scaling, ls.rope_magnitude);
     kernels::RopeWithCache(s.q.data() + static_cast<size_t>(t) * spec.q_dim(), spec.n_heads, hd,
                            rope, spec.rope_mode);
@@ -198,8 +197,8 @@ void AttendGrouped(const ModelSpec& spec, int layer, const kv::KvView& view, con
   const size_t stride = static_cast<size_t>(group) * (hd + 2);
   auto chunk = [&](int64_t p, int64_t c, std::vector<kernels::KvSpan>* slice, Partial out) {
     SliceSpans(spans[p], c * chunk_rows[p], (c + 1) * chunk_rows[p], slice);
-    kv.AttendPartial(q_of(p), group, slice->data(), static_cast<int>(slice->size()), scale,
-                     out.acc, out.m, out.l);
+    kv.AttendPartial(q_of(p), group, slice->data(), static_cast<int>(slice->size()), scale, out.acc,
+                     out.m, out.l);
   };
   // Merges chunks 1.. of pair p (next_partial(c)) into chunk 0's state `first`, in order.
   auto merge_and_finish = [&](int64_t p, Partial first, auto next_partial) {

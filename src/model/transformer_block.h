@@ -34,14 +34,14 @@ namespace kvmem::model {
 
 struct BlockScratch {
   int n_tokens = 0;
-  std::vector<float> xn;    // (n_tokens, n_embd) normed input of the current sub-layer
-  std::vector<float> q;     // (n_tokens, n_heads, head_dim_k) post-RoPE
-  std::vector<float> k;     // (n_tokens, n_kv_heads, head_dim_k) post-RoPE
-  std::vector<float> v;     // (n_tokens, n_kv_heads, head_dim_v)
-  std::vector<float> attn;  // (n_tokens, n_heads, head_dim_v)
-  std::vector<float> proj;  // (n_tokens, n_embd)
-  std::vector<float> gate;  // (n_tokens, n_ff)
-  std::vector<float> up;    // (n_tokens, n_ff)
+  std::vector<float> xn;        // (n_tokens, n_embd) normed input of the current sub-layer
+  std::vector<float> q;         // (n_tokens, n_heads, head_dim_k) post-RoPE
+  std::vector<float> k;         // (n_tokens, n_kv_heads, head_dim_k) post-RoPE
+  std::vector<float> v;         // (n_tokens, n_kv_heads, head_dim_v)
+  std::vector<float> attn;      // (n_tokens, n_heads, head_dim_v)
+  std::vector<float> proj;      // (n_tokens, n_embd)
+  std::vector<float> gate;      // (n_tokens, n_ff)
+  std::vector<float> up;        // (n_tokens, n_ff)
   std::vector<float> partials;  // attention states of the decode chunks (AttendGrouped)
   MoeScratch moe;               // spec.n_expert > 0: the mixture-of-experts FFN's buffers
 
@@ -52,8 +52,7 @@ void ProjectQkv(const ModelSpec& spec, int layer, const LayerWeights& w, const f
                 std::span<const int64_t> positions, BlockScratch& s, ThreadPool* pool);
 
 void StoreKv(const ModelSpec& spec, int layer, const BlockScratch& s,
-             std::span<const kv::RowRef> rows, std::span<const int64_t> positions,
-             kv::KvPool& kv);
+             std::span<const kv::RowRef> rows, std::span<const int64_t> positions, kv::KvPool& kv);
 
 // Rows [first_row, first_row + n_rows) of one block.
 struct RowRange {

@@ -10,25 +10,25 @@
 namespace kvmem::model {
 
 struct LayerWeights {
-  std::vector<float> attn_norm;  // (n_embd)
-  kernels::WeightMatrix wq;      // (q_dim, n_embd)
-  kernels::WeightMatrix wk;      // (k_dim, n_embd)
-  kernels::WeightMatrix wv;      // (v_dim, n_embd)
-  kernels::WeightMatrix wo;      // (n_embd, n_heads * head_dim_v)
-  std::vector<float> bq, bk, bv;  // (q_dim), (k_dim), (v_dim); empty unless spec.qkv_bias
+  std::vector<float> attn_norm;       // (n_embd)
+  kernels::WeightMatrix wq;           // (q_dim, n_embd)
+  kernels::WeightMatrix wk;           // (k_dim, n_embd)
+  kernels::WeightMatrix wv;           // (v_dim, n_embd)
+  kernels::WeightMatrix wo;           // (n_embd, n_heads * head_dim_v)
+  std::vector<float> bq, bk, bv;      // (q_dim), (k_dim), (v_dim); empty unless spec.qkv_bias
   std::vector<float> q_norm, k_norm;  // (head_dim_k); empty unless spec.qk_norm
   std::vector<float> attn_post_norm;  // (n_embd); empty unless spec.post_norms
-  std::vector<float> ffn_norm;   // (n_embd)
+  std::vector<float> ffn_norm;        // (n_embd)
   std::vector<float> ffn_post_norm;   // (n_embd); empty unless spec.post_norms
-  kernels::WeightMatrix w_gate;  // (n_ff, n_embd)
-  kernels::WeightMatrix w_up;    // (n_ff, n_embd)
-  kernels::WeightMatrix w_down;  // (n_embd, n_ff)
+  kernels::WeightMatrix w_gate;       // (n_ff, n_embd)
+  kernels::WeightMatrix w_up;         // (n_ff, n_embd)
+  kernels::WeightMatrix w_down;       // (n_embd, n_ff)
   // Mixture of experts (spec.n_expert > 0) instead of w_gate/w_up/w_down: the router and, per
   // expert, its slice of the 3-D ffn_{gate,up,down}_exps tensors.
-  kernels::WeightMatrix router;                  // (n_expert, n_embd)
-  std::vector<kernels::WeightMatrix> exp_gate;   // (n_expert) x (n_ff_exp, n_embd)
-  std::vector<kernels::WeightMatrix> exp_up;     // (n_expert) x (n_ff_exp, n_embd)
-  std::vector<kernels::WeightMatrix> exp_down;   // (n_expert) x (n_embd, n_ff_exp)
+  kernels::WeightMatrix router;                 // (n_expert, n_embd)
+  std::vector<kernels::WeightMatrix> exp_gate;  // (n_expert) x (n_ff_exp, n_embd)
+  std::vector<kernels::WeightMatrix> exp_up;    // (n_expert) x (n_ff_exp, n_embd)
+  std::vector<kernels::WeightMatrix> exp_down;  // (n_expert) x (n_embd, n_ff_exp)
 };
 
 struct ModelWeights {

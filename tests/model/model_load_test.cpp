@@ -377,6 +377,33 @@ TEST(ModelLoad, Qwen3MoeReadsExperts) {
   ExpectRefused(cases);
 }
 
+// A single-file multimodal Gemma 3 (Ollama's) carries the vision tower: its tensors and keys are
+// ignored on purpose and the load says so; the same tensors on another family are refused.
+TEST(ModelLoad, Gemma3VisionTowerIsIgnoredAndSaidSo) {
+  TinyConfig c;
+  c.arch = "gemma3";
+  c.extra_tensors = {{"v.blk.0.attn_q.weight", {16, 16}}, {"mm.input_projection.weight", {16, 32}}};
+  c.extra_u32_keys = {{"gemma3.vision.block_count", 2}};
+  c.extra_f32_keys = {{"gemma3.vision.attention.layer_norm_epsilon", 1e-6f}};
+  auto m = LoadTiny(c);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_NE((*m)->load_note().find("ignored 2 tensors"), std::string::npos) << (*m)->load_note();
+  EXPECT_NE((*m)->load_note().find("text model"), std::string::npos);
+  c.extra_tensors.clear();
+  c.extra_f32_keys.clear();
+  c.extra_u32_keys.clear();
+  auto plain = LoadTiny(c);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ((*plain)->load_note(), "");
+  TinyConfig mmproj;  // the vision tower in its own file (llama.cpp's mmproj-*.gguf)
+  mmproj.arch = "clip";
+  ExpectRefused({{"mmproj", mmproj, ErrorCode::kUnsupported, "vision projector (mmproj)"}});
+  TinyConfig llama;
+  llama.extra_tensors = {{"v.blk.0.attn_q.weight", {16, 16}}};
+  ExpectRefused(
+      {{"vision tensor on llama", llama, ErrorCode::kUnsupported, "'v.blk.0.attn_q.weight'"}});
+}
+
 TEST(ModelLoad, MissingFileIsAnIoError) {
   auto m = Model::Load("/nonexistent/model.gguf");
   ASSERT_FALSE(m.ok());
