@@ -134,6 +134,16 @@ def main():
         write(stem + ".bin", data)
         write(stem + ".f32", expect)
         lines.append(f"dequant {qtype.name} {bs * n_blocks} {stem}.bin {stem}.f32")
+    # MXFP4: an E8M0 scale byte, then 16 bytes of nibbles; every scale from 0 (2^-128, a float
+    # subnormal) to 255, every code (own generator, so the cases above stay as they were)
+    mx = np.random.default_rng(39).integers(0, 256, size=(256, 17), dtype=np.uint8)
+    mx[:, 0] = np.arange(256, dtype=np.uint8)
+    mx[0, 1:], mx[1, 1:] = 0x00, 0xFF
+    with np.errstate(over="ignore"):
+        expect = quants.dequantize(mx.reshape(-1), T.MXFP4).astype(np.float32).reshape(-1)
+    write("dequant_mxfp4.bin", mx.reshape(-1))
+    write("dequant_mxfp4.f32", expect)
+    lines.append(f"dequant MXFP4 {32 * 256} dequant_mxfp4.bin dequant_mxfp4.f32")
     for qtype in (T.F16, T.BF16):
         data, expect = float_bits_case(rng, qtype, 1024)
         stem = f"dequant_{qtype.name.lower()}"

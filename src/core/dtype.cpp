@@ -11,7 +11,7 @@ struct Entry {
 };
 
 // Sizes follow the block structs in kernels/quant_blocks.h (static_asserted there).
-constexpr std::array<Entry, 15> kTable = {{
+constexpr std::array<Entry, 16> kTable = {{
     {DType::kF32, {"F32", 1, 4}},
     {DType::kF16, {"F16", 1, 2}},
     {DType::kQ4_0, {"Q4_0", 32, 2 + 16}},
@@ -27,6 +27,7 @@ constexpr std::array<Entry, 15> kTable = {{
     {DType::kQ6_K, {"Q6_K", 256, 256 / 2 + 256 / 4 + 256 / 16 + 2}},
     {DType::kQ8_K, {"Q8_K", 256, 4 + 256 + 2 * 256 / 16}},
     {DType::kBF16, {"BF16", 1, 2}},
+    {DType::kMxfp4, {"MXFP4", 32, 1 + 16}},
 }};
 
 }  // namespace

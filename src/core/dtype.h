@@ -24,6 +24,7 @@ enum class DType : uint32_t {
   kQ6_K = 14,
   kQ8_K = 15,
   kBF16 = 30,
+  kMxfp4 = 39,  // OCP microscaling FP4 (GPT-OSS's expert weights)
 };
 
 inline constexpr int kQK4_0 = 32;
@@ -32,6 +33,7 @@ inline constexpr int kQK5_0 = 32;
 inline constexpr int kQK8_0 = 32;
 inline constexpr int kQK8_1 = 32;
 inline constexpr int kQK_K = 256;
+inline constexpr int kQKMxfp4 = 32;
 
 struct DTypeInfo {
   const char* name;

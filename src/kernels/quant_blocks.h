@@ -108,6 +108,16 @@ struct [[gnu::packed]] BlockQ8_K {
   int16_t bsums[kQK_K / 16];
 };
 
+// MXFP4 (OCP microscaling, E2M1 values with a shared E8M0 scale), as ggml stores it:
+// x[j] = kMxfp4Values[nibble(j)] * 2^(e - 128), nibbles as in BlockQ4_0. The table is twice the
+// E2M1 values (so it is integer) and the scale is halved to match (ggml's e8m0_to_fp32_half).
+struct [[gnu::packed]] BlockMxfp4 {
+  uint8_t e;
+  uint8_t qs[kQKMxfp4 / 2];
+};
+inline constexpr int8_t kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+static_assert(sizeof(BlockMxfp4) == 17);
 static_assert(sizeof(BlockQ4_0) == 18);
 static_assert(sizeof(BlockQ4_1) == 20);
 static_assert(sizeof(BlockQ5_0) == 22);

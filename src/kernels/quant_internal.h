@@ -57,6 +57,11 @@ float VecDotQ6_KQ8_K(int64_t n, const void* x, const void* y);
 void ToFloatQ8_K(const void* src, float* dst, int64_t n);
 void FromFloatQ8_K(const float* src, void* dst, int64_t n);
 
+// 2^(e - 128): MXFP4's E8M0 scale, halved to match kMxfp4Values (quant_blocks.h).
+float Mxfp4Scale(uint8_t e);
+void ToFloatMxfp4(const void* src, float* dst, int64_t n);
+float VecDotMxfp4Q8_0(int64_t n, const void* x, const void* y);
+
 }  // namespace scalar
 
 // Defined only in x86-64 builds (quant_avx2.cpp, quant_k_avx2.cpp); call only where
@@ -85,6 +90,9 @@ float VecDotQ4_KQ8_K(int64_t n, const void* x, const void* y);
 float VecDotQ5_KQ8_K(int64_t n, const void* x, const void* y);
 float VecDotQ6_KQ8_K(int64_t n, const void* x, const void* y);
 void FromFloatQ8_K(const float* src, void* dst, int64_t n);
+
+void ToFloatMxfp4(const void* src, float* dst, int64_t n);
+float VecDotMxfp4Q8_0(int64_t n, const void* x, const void* y);
 
 }  // namespace avx2
 

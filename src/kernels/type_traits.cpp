@@ -29,6 +29,7 @@ constexpr TypeTraits kScalarTable[] = {
     {DType::kQ5_K, scalar::ToFloatQ5_K, nullptr, scalar::VecDotQ5_KQ8_K, DType::kQ8_K},
     {DType::kQ6_K, scalar::ToFloatQ6_K, nullptr, scalar::VecDotQ6_KQ8_K, DType::kQ8_K},
     {DType::kQ8_K, scalar::ToFloatQ8_K, scalar::FromFloatQ8_K, nullptr, DType::kQ8_K},
+    {DType::kMxfp4, scalar::ToFloatMxfp4, nullptr, scalar::VecDotMxfp4Q8_0, DType::kQ8_0},
 };
 
 #if defined(__x86_64__)
@@ -50,6 +51,7 @@ constexpr TypeTraits kAvx2Table[] = {
     {DType::kQ5_K, scalar::ToFloatQ5_K, nullptr, avx2::VecDotQ5_KQ8_K, DType::kQ8_K},
     {DType::kQ6_K, scalar::ToFloatQ6_K, nullptr, avx2::VecDotQ6_KQ8_K, DType::kQ8_K},
     {DType::kQ8_K, scalar::ToFloatQ8_K, avx2::FromFloatQ8_K, nullptr, DType::kQ8_K},
+    {DType::kMxfp4, avx2::ToFloatMxfp4, nullptr, avx2::VecDotMxfp4Q8_0, DType::kQ8_0},
 };
 #endif
 

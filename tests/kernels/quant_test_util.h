@@ -24,7 +24,7 @@ inline const std::vector<DType>& AllTypes() {
   static const std::vector<DType> types = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ4_0,
                                            DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ8_0,
                                            DType::kQ8_1, DType::kQ2_K, DType::kQ3_K, DType::kQ4_K,
-                                           DType::kQ5_K, DType::kQ6_K, DType::kQ8_K};
+                                           DType::kQ5_K, DType::kQ6_K, DType::kQ8_K, DType::kMxfp4};
   return types;
 }
 
@@ -195,6 +195,8 @@ inline void FillBlocks(DType t, int64_t n, Fill fill, std::mt19937& rng, uint8_t
     for (size_t off : f.scales) PutHalf(block + off, std::pow(10.0f, log_mag(rng) - 1.0f));
     // Mins of the order of the scaled codes, as real models have them.
     for (size_t off : f.mins) PutHalf(block + off, -std::pow(10.0f, log_mag(rng) - 1.0f));
+    // MXFP4's E8M0 scale byte: 2^(e - 128) of the same magnitudes (2^-14 .. 2^-1).
+    if (t == DType::kMxfp4) block[0] = static_cast<uint8_t>(114 + byte(rng) % 14);
   }
 }
 
