@@ -160,7 +160,7 @@ void ForwardPass::StepLayer() {
   model::ProjectQkv(spec, l, lw, x_.data(), positions_, scratch_, pool_);
   model::StoreKv(spec, l, scratch_, rows_, positions_, kv);
   if (tap_) tap_(TapContext(this, l));
-  model::Attend(spec, l, seq_->view(), kv, visibility(), scratch_, pool_);
+  model::Attend(spec, l, seq_->view(), kv, visibility(), lw.attn_sinks, scratch_, pool_);
   model::OutputAndFfn(spec, lw, x_.data(), scratch_, pool_);
   ++next_layer_;
   if (done() && persist_ && seq_->window_release()) ReleaseOutOfWindow();

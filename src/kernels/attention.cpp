@@ -20,6 +20,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "core/dtype.h"
@@ -232,7 +233,7 @@ void ScoresScalar(const float* q, const KvLayout& layout, const KvSpan* spans, i
 }
 
 void AttendScalar(const float* q, const KvLayout& layout, const KvSpan* spans, int n_spans,
-                  float scale, float* out) {
+                  float scale, float* out, float sink) {
   const int hd = layout.head_dim;
   ScalarScorer scorer(q, layout);
   const TypeTraits* v_traits = GetTypeTraits(VRowDType(layout.v), Isa::kScalar);
@@ -254,21 +255,28 @@ void AttendScalar(const float* q, const KvLayout& layout, const KvSpan* spans, i
     for (int d = 0; d < hd; ++d) acc[d] += vs * v[d];
     l += vs;
   });
-  const float inv = l == 0.0f ? 0.0f : 1.0f / l;
+  const float inv = InverseDenominator(m, l, sink);
   for (int d = 0; d < hd; ++d) out[d] = acc[d] * inv;
 }
 
 void Attend(const float* q, const KvLayout& layout, const KvSpan* spans, int n_spans, float scale,
-            float* out, Isa isa) {
+            float* out, Isa isa, float sink) {
   assert(KvLayoutValid(layout));
   const int hd = layout.head_dim;
+  if (sink != -std::numeric_limits<float>::infinity()) {
+    if (!AttendPartialSupported(layout, isa)) return AttendScalar(q, layout, spans, n_spans, scale, out, sink);
+    alignas(32) float acc[kAttendStackDim];
+    float m, l;
+    AttendPartial(q, 1, layout, spans, n_spans, scale, acc, &m, &l, isa);
+    return FinishAttendPartial(1, hd, acc, &m, &l, &sink, out);
+  }
   if (isa == Isa::kAvx2 && hd <= kAttendStackDim) {
     if (layout.k != KType::kF16 || layout.v != VType::kF16) {
       return AttendQuantAvx2(q, layout, spans, n_spans, scale, out);
     }
     if (hd % 8 == 0) return AttendF16Avx2(q, hd, spans, n_spans, scale, out);
   }
-  AttendScalar(q, layout, spans, n_spans, scale, out);
+  AttendScalar(q, layout, spans, n_spans, scale, out, sink);
 }
 
 bool AttendGroupAvx512Supported(const KvLayout& layout) {
@@ -312,9 +320,11 @@ void MergeAttendPartial(int n_q, int head_dim, float* acc, float* m, float* l, c
   }
 }
 
-void FinishAttendPartial(int n_q, int head_dim, const float* acc, const float* l, float* out) {
+void FinishAttendPartial(int n_q, int head_dim, const float* acc, const float* m, const float* l,
+                         const float* sinks, float* out) {
   for (int g = 0; g < n_q; ++g) {
-    const float inv = l[g] == 0.0f ? 0.0f : 1.0f / l[g];
+    const float sink = sinks != nullptr ? sinks[g] : -std::numeric_limits<float>::infinity();
+    const float inv = InverseDenominator(m[g], l[g], sink);
     for (int d = 0; d < head_dim; ++d) {
       out[static_cast<size_t>(g) * head_dim + d] = acc[static_cast<size_t>(g) * head_dim + d] * inv;
     }

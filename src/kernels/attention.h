@@ -14,8 +14,10 @@
 // tests/kernels/attention_test.cpp). V rows are dequantized and accumulated in f32.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 
 #include "core/dtype.h"
 #include "kernels/cpu_features.h"
@@ -67,9 +69,12 @@ struct KvSpan {
 
 // out = sum_j softmax_j(scale * q . k_j) v_j over all rows of all spans, in order.
 // q: (head_dim) f32; out: (head_dim) f32, may alias q. With zero rows, out = 0.
-// Requires KvLayoutValid(layout).
+// sink: an attention sink (GPT-OSS): a logit, in the units of the scaled scores, that enters
+// the softmax's denominator with no value row, exp(sink - m) added to l (ggml's soft_max and
+// flash attention with sinks); -inf: none. With a sink, layouts AttendPartial does not handle
+// take the scalar kernel. Requires KvLayoutValid(layout).
 void Attend(const float* q, const KvLayout& layout, const KvSpan* spans, int n_spans, float scale,
-            float* out, Isa isa = ActiveIsa());
+            float* out, Isa isa = ActiveIsa(), float sink = -std::numeric_limits<float>::infinity());
 
 // Attention split into parts that merge (flash-decoding): the unnormalized state of n_q queries
 // (consecutive in q, head_dim each) over the same rows — per query g, m[g] the largest score,
@@ -85,8 +90,16 @@ void AttendPartial(const float* q, int n_q, const KvLayout& layout, const KvSpan
 // (acc, m, l) becomes the state of its rows followed by those of (acc2, m2, l2).
 void MergeAttendPartial(int n_q, int head_dim, float* acc, float* m, float* l, const float* acc2,
                         const float* m2, const float* l2);
-// out (n_q x head_dim) = acc / l (0 where l = 0).
-void FinishAttendPartial(int n_q, int head_dim, const float* acc, const float* l, float* out);
+// out (n_q x head_dim) = acc / (l + exp(sinks[g] - m)) (0 where l = 0); sinks: (n_q) attention
+// sinks as Attend's, or nullptr for none.
+void FinishAttendPartial(int n_q, int head_dim, const float* acc, const float* m, const float* l,
+                         const float* sinks, float* out);
+
+// 1 / the softmax denominator of a state with largest score m and l = sum exp(s_j - m), an
+// attention sink (or -inf) counted in it; 0 when there are no rows (l = 0).
+inline float InverseDenominator(float m, float l, float sink) {
+  return l == 0.0f ? 0.0f : 1.0f / (l + std::exp(sink - m));
+}
 
 // The normalized attention weights (softmax of scale * q . k_j, the same scores as Attend) over
 // the same rows, for taps and tests: weights has one entry per row, spans in order.

@@ -16,7 +16,7 @@ inline constexpr int kAttendStackDim = 512;
 
 // Scalar reference kernels: any valid layout.
 void AttendScalar(const float* q, const KvLayout& layout, const KvSpan* spans, int n_spans,
-                  float scale, float* out);
+                  float scale, float* out, float sink);
 // scores[j] = scale * q . k_j for every row, spans in order.
 void ScoresScalar(const float* q, const KvLayout& layout, const KvSpan* spans, int n_spans,
                   float scale, float* scores);

@@ -378,8 +378,8 @@ kernels::KvSpan KvPool::Span(int32_t block, int layer, int head, int32_t first_r
 }
 
 void KvPool::Attend(const float* q, const kernels::KvSpan* spans, int n_spans, float scale,
-                    float* out) const {
-  kernels::Attend(q, layout_, spans, n_spans, scale, out);
+                    float* out, float sink) const {
+  kernels::Attend(q, layout_, spans, n_spans, scale, out, kernels::ActiveIsa(), sink);
 }
 
 void KvPool::AttentionWeights(const float* q, const kernels::KvSpan* spans, int n_spans,

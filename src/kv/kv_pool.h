@@ -36,6 +36,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <limits>
 #include <vector>
 
 #include "core/status.h"
@@ -156,9 +157,10 @@ class KvPool {
   kernels::KvSpan Span(int32_t block, int layer, int head, int32_t first_row, int32_t n_rows) const;
   // How this pool's rows are stored, for the attention kernel.
   const kernels::KvLayout& layout() const { return layout_; }
-  // out (head_dim_v) = attention of q (head_dim_k) over the rows of `spans`, in order.
-  void Attend(const float* q, const kernels::KvSpan* spans, int n_spans, float scale,
-              float* out) const;
+  // out (head_dim_v) = attention of q (head_dim_k) over the rows of `spans`, in order, with an
+  // attention sink (kernels::Attend's; -inf: none).
+  void Attend(const float* q, const kernels::KvSpan* spans, int n_spans, float scale, float* out,
+              float sink = -std::numeric_limits<float>::infinity()) const;
   // kernels::AttendPartial over this pool's layout (where AttendPartialSupported()).
   bool AttendPartialSupported() const { return kernels::AttendPartialSupported(layout_); }
   void AttendPartial(const float* q, int n_q, const kernels::KvSpan* spans, int n_spans,

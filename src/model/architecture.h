@@ -31,6 +31,15 @@ struct Architecture {
   // ffn_{gate,up,down}_exps, counts from {arch}.expert_count / expert_used_count /
   // expert_feed_forward_length.
   bool moe = false;
+  ExpertGating expert_gating = ExpertGating::kSoftmaxNormalized;
+  // GPT-OSS: attn_output.bias, the router's and experts' biases (ffn_gate_inp.bias,
+  // ffn_{gate,up,down}_exps.bias), blk.N.attn_sinks.weight.
+  bool attn_out_bias = false;
+  bool moe_bias = false;
+  bool attn_sinks = false;
+  // The tensor of the norm before the FFN: blk.N.<ffn_norm>.weight (GPT-OSS calls it
+  // post_attention_norm).
+  std::string_view ffn_norm = "ffn_norm";
   // Reads the family's hyper-parameters beyond the shared ones (per-layer windows and RoPE
   // bases, embedding and query scales, softcapping) into a spec whose shared fields are set and
   // whose layers are all global at rope.freq_base. nullptr: nothing more.
@@ -48,6 +57,7 @@ const Architecture& Qwen2Architecture();
 const Architecture& Qwen3Architecture();
 const Architecture& Qwen3MoeArchitecture();
 const Architecture& Gemma3Architecture();
+const Architecture& GptOssArchitecture();
 
 // All supported families, for lookup by general.architecture.
 std::span<const Architecture* const> SupportedArchitectures();

@@ -43,6 +43,8 @@ const char* ArchName(Arch arch) {
       return "qwen3moe";
     case Arch::kGemma3:
       return "gemma3";
+    case Arch::kGptOss:
+      return "gpt-oss";
   }
   return "unknown";
 }
@@ -50,7 +52,7 @@ const char* ArchName(Arch arch) {
 std::span<const Architecture* const> SupportedArchitectures() {
   static const Architecture* const kAll[] = {&LlamaArchitecture(), &Qwen2Architecture(),
                                              &Qwen3Architecture(), &Qwen3MoeArchitecture(),
-                                             &Gemma3Architecture()};
+                                             &Gemma3Architecture(), &GptOssArchitecture()};
   return kAll;
 }
 
@@ -129,8 +131,11 @@ Status ModelLoader::ReadSpec(const Architecture& a, ModelSpec* s) {
     KVMEM_ASSIGN_OR_RETURN(s->n_expert_used, PositiveInt(Key::kExpertUsedCount, s->n_expert));
     KVMEM_ASSIGN_OR_RETURN(s->n_ff_exp, PositiveInt(Key::kExpertFeedForwardLength, 1 << 18,
                                                     s->n_ff / s->n_expert_used));
-    s->expert_weights_norm = true;
+    s->expert_gating = a.expert_gating;
   }
+  s->attn_out_bias = a.attn_out_bias;
+  s->moe_bias = a.moe_bias;
+  s->attn_sinks = a.attn_sinks;
   s->rope_mode = a.rope_mode;
   s->qkv_bias = a.qkv_bias;
   s->qk_norm = a.qk_norm;
@@ -254,6 +259,12 @@ Status ModelLoader::ReadWeights(const Architecture& a, const ModelSpec& s, Model
     LayerWeights& l = w->layers[i];
     const std::string p = "blk." + std::to_string(i) + ".";
     KVMEM_ASSIGN_OR_RETURN(l.attn_norm, Vector(p + "attn_norm.weight", s.n_embd));
+    if (a.attn_out_bias) {
+      KVMEM_ASSIGN_OR_RETURN(l.bo, Vector(p + "attn_output.bias", s.n_embd));
+    }
+    if (a.attn_sinks) {
+      KVMEM_ASSIGN_OR_RETURN(l.attn_sinks, Vector(p + "attn_sinks.weight", s.n_heads));
+    }
     KVMEM_ASSIGN_OR_RETURN(l.wq, Matrix(p + "attn_q.weight", s.n_embd, s.q_dim()));
     KVMEM_ASSIGN_OR_RETURN(l.wk, Matrix(p + "attn_k.weight", s.n_embd, s.k_dim()));
     KVMEM_ASSIGN_OR_RETURN(l.wv, Matrix(p + "attn_v.weight", s.n_embd, s.v_dim()));
@@ -268,7 +279,8 @@ Status ModelLoader::ReadWeights(const Architecture& a, const ModelSpec& s, Model
       KVMEM_ASSIGN_OR_RETURN(l.q_norm, Vector(p + "attn_q_norm.weight", s.head_dim_k));
       KVMEM_ASSIGN_OR_RETURN(l.k_norm, Vector(p + "attn_k_norm.weight", s.head_dim_k));
     }
-    KVMEM_ASSIGN_OR_RETURN(l.ffn_norm, Vector(p + "ffn_norm.weight", s.n_embd));
+    KVMEM_ASSIGN_OR_RETURN(l.ffn_norm,
+                           Vector(p + std::string(a.ffn_norm) + ".weight", s.n_embd));
     if (a.post_norms) {
       KVMEM_ASSIGN_OR_RETURN(l.attn_post_norm, Vector(p + "post_attention_norm.weight", s.n_embd));
       KVMEM_ASSIGN_OR_RETURN(l.ffn_post_norm, Vector(p + "post_ffw_norm.weight", s.n_embd));
@@ -279,6 +291,14 @@ Status ModelLoader::ReadWeights(const Architecture& a, const ModelSpec& s, Model
       KVMEM_ASSIGN_OR_RETURN(l.exp_gate, Experts(p + "ffn_gate_exps.weight", s.n_embd, nf, ne));
       KVMEM_ASSIGN_OR_RETURN(l.exp_up, Experts(p + "ffn_up_exps.weight", s.n_embd, nf, ne));
       KVMEM_ASSIGN_OR_RETURN(l.exp_down, Experts(p + "ffn_down_exps.weight", nf, s.n_embd, ne));
+      if (a.moe_bias) {
+        KVMEM_ASSIGN_OR_RETURN(l.router_bias, Vector(p + "ffn_gate_inp.bias", ne));
+        KVMEM_ASSIGN_OR_RETURN(l.exp_gate_bias,
+                               Vector(p + "ffn_gate_exps.bias", int64_t{ne} * nf));
+        KVMEM_ASSIGN_OR_RETURN(l.exp_up_bias, Vector(p + "ffn_up_exps.bias", int64_t{ne} * nf));
+        KVMEM_ASSIGN_OR_RETURN(l.exp_down_bias,
+                               Vector(p + "ffn_down_exps.bias", int64_t{ne} * s.n_embd));
+      }
       continue;
     }
     KVMEM_ASSIGN_OR_RETURN(l.w_gate, Matrix(p + "ffn_gate.weight", s.n_embd, s.n_ff));
@@ -305,7 +325,7 @@ Result<std::unique_ptr<Model>> Model::Load(const std::string& path) {
   }
   if (arch == nullptr) {
     return Unsupported("'" + path + "': architecture '" + std::string(f.architecture()) +
-                       "' is not supported (llama, qwen2, qwen3, qwen3moe, gemma3)");
+                       "' is not supported (llama, qwen2, qwen3, qwen3moe, gemma3, gpt-oss)");
   }
   ModelLoader loader(f);
   Status st = loader.ReadSpec(*arch, &m->spec_);

@@ -11,12 +11,24 @@
 
 namespace kvmem::model {
 
-enum class Arch { kLlama, kQwen2, kQwen3, kQwen3Moe, kGemma3 };
+enum class Arch { kLlama, kQwen2, kQwen3, kQwen3Moe, kGemma3, kGptOss };
 
 // The gated FFN's activation: act(x W_gate^T) * (x W_up^T).
 enum class FfnActivation {
   kSilu,      // SwiGLU (llama, qwen)
   kGeluTanh,  // GeGLU with the tanh approximation of GELU (gemma)
+  // GPT-OSS's experts (ggml's swiglu_oai): g = min(gate, 7), u = clamp(up, -7, 7),
+  // out = g * sigmoid(1.702 g) * (u + 1).
+  kSwigluOai,
+};
+
+// How the router's logits become the chosen experts' weights (experts: the n_expert_used
+// largest logits, lower index on ties).
+enum class ExpertGating {
+  // qwen3moe: p = softmax(all logits), weights p_e / max(sum of the chosen p, 2^-14).
+  kSoftmaxNormalized,
+  // GPT-OSS: weights = softmax over the chosen logits alone (ggml's SOFTMAX_WEIGHT).
+  kSoftmaxOfChosen,
 };
 
 // What differs between layers: Gemma-3 interleaves local (sliding-window) layers, rotated with
@@ -65,14 +77,18 @@ struct ModelSpec {
   FfnActivation ffn_act = FfnActivation::kSilu;
   bool tied_output = false;
 
-  // Mixture of experts (qwen3moe): n_expert > 0 replaces the dense FFN in every layer. A router
-  // (softmax over n_expert logits) picks each token's n_expert_used most probable experts, whose
-  // gated FFNs (n_ff_exp wide) are summed weighted by their probabilities, renormalized to sum
-  // to 1 when expert_weights_norm.
+  // Mixture of experts (qwen3moe, GPT-OSS): n_expert > 0 replaces the dense FFN in every layer.
+  // A router picks each token's n_expert_used experts, whose gated FFNs (n_ff_exp wide, ffn_act)
+  // are summed with the weights of expert_gating.
   int n_expert = 0;
   int n_expert_used = 0;
   int n_ff_exp = 0;
-  bool expert_weights_norm = false;
+  ExpertGating expert_gating = ExpertGating::kSoftmaxNormalized;
+  // GPT-OSS: biases on the attention output, the router and the experts' three projections, and
+  // a learned attention sink per query head (kernels::Attend's sink).
+  bool attn_out_bias = false;
+  bool moe_bias = false;
+  bool attn_sinks = false;
 
   float embd_scale = 1.0f;  // token embeddings are multiplied by this (gemma3: sqrt(n_embd))
   // Attention logits are q.k / sqrt(query_pre_attn_scalar); 0 means head_dim_k.

@@ -1,6 +1,7 @@
 #include "model/transformer_block.h"
 
 #include <algorithm>
+#include <limits>
 #include <atomic>
 #include <cassert>
 #include <cmath>
@@ -172,7 +173,8 @@ int64_t ChunkRows(int64_t rows) {
 // (token, KV head) over the threads (flash-decoding); larger batches give each thread whole
 // (token, KV head) pairs.
 void AttendGrouped(const ModelSpec& spec, int layer, const kv::KvView& view, const kv::KvPool& kv,
-                   const Visibility& vis, BlockScratch& s, ThreadPool* pool) {
+                   const Visibility& vis, std::span<const float> sinks, BlockScratch& s,
+                   ThreadPool* pool) {
   const int group = spec.n_heads / spec.n_kv_heads;
   const int hd = spec.head_dim_k;
   const float scale = spec.attn_scale();
@@ -206,7 +208,9 @@ void AttendGrouped(const ModelSpec& spec, int layer, const kv::KvView& view, con
       const Partial b = next_partial(c);
       kernels::MergeAttendPartial(group, hd, first.acc, first.m, first.l, b.acc, b.m, b.l);
     }
-    kernels::FinishAttendPartial(group, hd, first.acc, first.l, out_of(p));
+    const float* sink = sinks.empty() ? nullptr
+                                      : sinks.data() + (p % spec.n_kv_heads) * group;
+    kernels::FinishAttendPartial(group, hd, first.acc, first.m, first.l, sink, out_of(p));
   };
 
   const int64_t n_chunks = first_chunk[n_pairs];
@@ -254,7 +258,8 @@ void AttendGrouped(const ModelSpec& spec, int layer, const kv::KvView& view, con
 }  // namespace
 
 void Attend(const ModelSpec& spec, int layer, const kv::KvView& view, const kv::KvPool& kv,
-            const Visibility& vis, BlockScratch& s, ThreadPool* pool) {
+            const Visibility& vis, std::span<const float> sinks, BlockScratch& s,
+            ThreadPool* pool) {
   const int group = spec.n_heads / spec.n_kv_heads;
   const int hk = spec.head_dim_k, hv = spec.head_dim_v;
   assert(hk == hv);  // the attention kernels read K and V rows of one head size
@@ -262,7 +267,7 @@ void Attend(const ModelSpec& spec, int layer, const kv::KvView& view, const kv::
   const int window = spec.layers[layer].sliding_window;
   const int n = s.n_tokens;
   if (kv.AttendPartialSupported() && spec.n_heads % spec.n_kv_heads == 0) {
-    return AttendGrouped(spec, layer, view, kv, vis, s, pool);
+    return AttendGrouped(spec, layer, view, kv, vis, sinks, s, pool);
   }
   // One task per (token, head) for balance at decode (few heads, two threads); collecting the
   // spans again per head is O(runs), small next to reading the rows.
@@ -274,7 +279,8 @@ void Attend(const ModelSpec& spec, int layer, const kv::KvView& view, const kv::
       CollectVisible(view, kv, layer, h / group, window, vis, t, &spans, nullptr);
       const float* q = s.q.data() + static_cast<size_t>(t) * spec.q_dim() + h * hk;
       float* out = s.attn.data() + (static_cast<size_t>(t) * spec.n_heads + h) * hv;
-      kv.Attend(q, spans.data(), static_cast<int>(spans.size()), scale, out);
+      kv.Attend(q, spans.data(), static_cast<int>(spans.size()), scale, out,
+                sinks.empty() ? -std::numeric_limits<float>::infinity() : sinks[h]);
     }
   });
 }
@@ -285,6 +291,7 @@ void OutputAndFfn(const ModelSpec& spec, const LayerWeights& w, float* x, BlockS
   const auto& ops = kernels::Ops();
   const size_t nx = static_cast<size_t>(n) * spec.n_embd;
   kernels::MatMul(w.wo, s.attn.data(), n, s.proj.data(), pool);
+  AddBias(s.proj.data(), w.bo, n);
   if (spec.post_norms) {
     RmsNormRows(s.proj.data(), w.attn_post_norm, s.proj.data(), n, spec.n_embd, spec.rms_eps);
   }

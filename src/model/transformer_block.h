@@ -9,7 +9,8 @@
 //                 view list that token t may see: live rows whose view position is <= the
 //                 token's position (causal by position, which also covers the batch's own rows)
 //                 and, in a sliding-window layer, > position - window; restricted, when given,
-//                 to the token's allowed row ranges
+//                 to the token's allowed row ranges; with attention sinks (GPT-OSS), each
+//                 head's sink logit joins the softmax's denominator
 //   OutputAndFfn: o = attn Wo^T; [o = RMSNorm(o) * attn_post_norm]; x += o;
 //                 f = W_down (act(RMSNorm(x) W_gate^T) * (... W_up^T)), or the mixture of
 //                 experts of moe_ffn.h;
@@ -75,8 +76,10 @@ void CollectVisible(const kv::KvView& view, const kv::KvPool& kv, int layer, int
                     const Visibility& vis, int t, std::vector<kernels::KvSpan>* spans,
                     std::vector<RowRange>* ranges);
 
+// sinks: the layer's attention sinks, one per query head (LayerWeights::attn_sinks), or empty.
 void Attend(const ModelSpec& spec, int layer, const kv::KvView& view, const kv::KvPool& kv,
-            const Visibility& vis, BlockScratch& s, ThreadPool* pool);
+            const Visibility& vis, std::span<const float> sinks, BlockScratch& s,
+            ThreadPool* pool);
 
 void OutputAndFfn(const ModelSpec& spec, const LayerWeights& w, float* x, BlockScratch& s,
                   ThreadPool* pool);

@@ -16,6 +16,8 @@ struct LayerWeights {
   kernels::WeightMatrix wv;           // (v_dim, n_embd)
   kernels::WeightMatrix wo;           // (n_embd, n_heads * head_dim_v)
   std::vector<float> bq, bk, bv;      // (q_dim), (k_dim), (v_dim); empty unless spec.qkv_bias
+  std::vector<float> bo;              // (n_embd); empty unless spec.attn_out_bias
+  std::vector<float> attn_sinks;      // (n_heads); empty unless spec.attn_sinks
   std::vector<float> q_norm, k_norm;  // (head_dim_k); empty unless spec.qk_norm
   std::vector<float> attn_post_norm;  // (n_embd); empty unless spec.post_norms
   std::vector<float> ffn_norm;        // (n_embd)
@@ -29,6 +31,8 @@ struct LayerWeights {
   std::vector<kernels::WeightMatrix> exp_gate;  // (n_expert) x (n_ff_exp, n_embd)
   std::vector<kernels::WeightMatrix> exp_up;    // (n_expert) x (n_ff_exp, n_embd)
   std::vector<kernels::WeightMatrix> exp_down;  // (n_expert) x (n_embd, n_ff_exp)
+  // spec.moe_bias: (n_expert), (n_expert, n_ff_exp) twice, (n_expert, n_embd); else empty.
+  std::vector<float> router_bias, exp_gate_bias, exp_up_bias, exp_down_bias;
 };
 
 struct ModelWeights {

@@ -196,12 +196,12 @@ TEST_P(SubstrateTest, PerHeadViewChangesOnlyThatHead) {
   model::ProjectQkv(s, layer, model_->weights().layers[layer], x.data(), pos, scratch, &threads_);
   model::StoreKv(s, layer, scratch, *rows, pos, *pool_);
   model::Visibility vis{pos, {}};
-  model::Attend(s, layer, seq.view(), *pool_, vis, scratch, &threads_);
+  model::Attend(s, layer, seq.view(), *pool_, vis, {}, scratch, &threads_);
   const std::vector<float> full = scratch.attn;
 
   const int g = 1;
   seq.view().Hide({seq.blocks()[0], 3}, 6, layer, g);  // rows 3..8 gone for KV head 1 only
-  model::Attend(s, layer, seq.view(), *pool_, vis, scratch, &threads_);
+  model::Attend(s, layer, seq.view(), *pool_, vis, {}, scratch, &threads_);
   const int group = s.n_heads / s.n_kv_heads;
   for (int h = 0; h < s.n_heads; ++h) {
     float diff = 0;

@@ -710,7 +710,7 @@ TEST(AttendPartial, GroupedSplitAndMergedMatchesReference) {
             MergeAttendPartial(n_q, hd, acc.data(), m.data(), l.data(), acc2.data(), m2.data(),
                                l2.data());
             std::vector<float> out(n_q * hd);
-            FinishAttendPartial(n_q, hd, acc.data(), l.data(), out.data());
+            FinishAttendPartial(n_q, hd, acc.data(), m.data(), l.data(), nullptr, out.data());
             for (int g = 0; g < n_q; ++g) {
               const std::vector<float> qg(q.begin() + g * hd, q.begin() + (g + 1) * hd);
               std::string violation;

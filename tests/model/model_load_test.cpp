@@ -347,7 +347,7 @@ TEST(ModelLoad, Qwen3MoeReadsExperts) {
   EXPECT_EQ(s.n_expert, 4);
   EXPECT_EQ(s.n_expert_used, 2);
   EXPECT_EQ(s.n_ff_exp, c.n_ff / 2);
-  EXPECT_TRUE(s.expert_weights_norm);
+  EXPECT_EQ(s.expert_gating, ExpertGating::kSoftmaxNormalized);
   EXPECT_EQ(s.ffn_params_per_token(), int64_t{32} * 4 + 2 * 3 * 32 * 24);
   const LayerWeights& l = (*m)->weights().layers[1];
   ASSERT_EQ(l.exp_up.size(), 4u);

@@ -2,49 +2,53 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <vector>
 
 namespace kvmem::model {
 namespace {
 
-ModelSpec MoeSpec(int n_expert, int n_used, bool norm) {
+ModelSpec MoeSpec(int n_expert, int n_used, ExpertGating gating) {
   ModelSpec s;
   s.n_expert = n_expert;
   s.n_expert_used = n_used;
-  s.expert_weights_norm = norm;
+  s.expert_gating = gating;
   return s;
 }
 
-// The n_expert_used most probable experts, best first, lower index on ties; weights are their
-// probabilities, divided by their sum when normalized (hand-computed below).
-TEST(MoeFfn, SelectsTheMostProbableExperts) {
-  const std::vector<float> probs = {0.1f, 0.4f, 0.2f, 0.3f,    // token 0
-                                    0.25f, 0.25f, 0.4f, 0.1f};  // token 1: a tie for second
-  std::vector<int32_t> chosen(4);
-  std::vector<float> weights(4);
-  SelectExperts(MoeSpec(4, 2, false), probs.data(), 2, chosen.data(), weights.data());
-  EXPECT_EQ(chosen, (std::vector<int32_t>{1, 3, 2, 0}));
-  EXPECT_EQ(weights, (std::vector<float>{0.4f, 0.3f, 0.4f, 0.25f}));
-  SelectExperts(MoeSpec(4, 2, true), probs.data(), 2, chosen.data(), weights.data());
-  EXPECT_FLOAT_EQ(weights[0], 0.4f / 0.7f);
-  EXPECT_FLOAT_EQ(weights[1], 0.3f / 0.7f);
-  EXPECT_FLOAT_EQ(weights[2], 0.4f / 0.65f);
-  EXPECT_FLOAT_EQ(weights[3], 0.25f / 0.65f);
+// Logits whose softmax is the given probabilities.
+std::vector<float> LogitsOf(const std::vector<float>& probs) {
+  std::vector<float> z;
+  for (float p : probs) z.push_back(std::log(p));
+  return z;
 }
 
-// A sum below ggml's floor (the smallest normal f16) is divided by the floor instead.
-TEST(MoeFfn, TinyWeightSumsAreClamped) {
-  const std::vector<float> probs = {1e-6f, 2e-6f, 1.0f - 3e-6f};
-  std::vector<int32_t> chosen(1);
-  std::vector<float> weights(1);
-  ModelSpec s = MoeSpec(3, 1, true);
-  const std::vector<float> low = {2e-6f, 1e-6f, 1e-6f};
-  SelectExperts(s, low.data(), 1, chosen.data(), weights.data());
-  EXPECT_EQ(chosen[0], 0);
-  EXPECT_FLOAT_EQ(weights[0], 2e-6f / 6.103515625e-5f);
-  SelectExperts(s, probs.data(), 1, chosen.data(), weights.data());
-  EXPECT_EQ(chosen[0], 2);
-  EXPECT_FLOAT_EQ(weights[0], 1.0f);
+// The n_expert_used largest logits, best first, lower index on ties. qwen3moe: weights are their
+// softmax probabilities divided by the chosen ones' sum (hand-computed below).
+TEST(MoeFfn, SelectsTheLargestLogits) {
+  const std::vector<float> logits = LogitsOf({0.1f, 0.4f, 0.2f, 0.3f,     // token 0
+                                              0.25f, 0.25f, 0.4f, 0.1f});  // token 1: a tie
+  std::vector<int32_t> chosen(4);
+  std::vector<float> weights(4);
+  SelectExperts(MoeSpec(4, 2, ExpertGating::kSoftmaxNormalized), logits.data(), 2, chosen.data(),
+                weights.data());
+  EXPECT_EQ(chosen, (std::vector<int32_t>{1, 3, 2, 0}));
+  EXPECT_NEAR(weights[0], 0.4 / 0.7, 1e-6);
+  EXPECT_NEAR(weights[1], 0.3 / 0.7, 1e-6);
+  EXPECT_NEAR(weights[2], 0.4 / 0.65, 1e-6);
+  EXPECT_NEAR(weights[3], 0.25 / 0.65, 1e-6);
+}
+
+// GPT-OSS: a softmax over the chosen logits alone: e^2 / (e^2 + e^1) and e^1 / (e^2 + e^1).
+TEST(MoeFfn, GptOssWeightsAreASoftmaxOfTheChosenLogits) {
+  const std::vector<float> logits = {1.0f, -3.0f, 2.0f, 0.5f};
+  std::vector<int32_t> chosen(2);
+  std::vector<float> weights(2);
+  SelectExperts(MoeSpec(4, 2, ExpertGating::kSoftmaxOfChosen), logits.data(), 1, chosen.data(),
+                weights.data());
+  EXPECT_EQ(chosen, (std::vector<int32_t>{2, 0}));
+  EXPECT_NEAR(weights[0], std::exp(2.0) / (std::exp(2.0) + std::exp(1.0)), 1e-6);
+  EXPECT_NEAR(weights[1], std::exp(1.0) / (std::exp(2.0) + std::exp(1.0)), 1e-6);
 }
 
 }  // namespace

@@ -98,6 +98,11 @@ BOS_ID, EOS_ID = 259, 260
 
 
 YARN_ORIG_CTX = 256
+# Router weights' spread (times 1/sqrt(n_embd)): wide, so that the chosen experts' logits stand
+# apart from the rest and float rounding rarely flips a choice between implementations (a flip
+# moves that token's output, and through attention the next ones', far more than rounding
+# does); wider still would amplify rounding through GPT-OSS's softmax over the chosen logits.
+ROUTER_STD = 15.0
 
 
 def config(arch: str, dim: int) -> dict:
@@ -115,11 +120,13 @@ def config(arch: str, dim: int) -> dict:
         c.update(n_layer=7, n_head_kv=1, window=8)
     if arch == "qwen3moe":  # 8 experts, 2 per token, each half as wide as the dense FFN
         c.update(n_expert=8, n_expert_used=2, n_ff_exp=c["n_ff"] // 2)
-    c["rope_base"] = 10000.0 if arch == "llama" else 1000000.0
+    if arch == "gpt-oss":  # 4 layers (sliding window 8 on the even ones), 8 experts, 2 per token
+        c.update(n_layer=4, window=8, n_expert=8, n_expert_used=2, n_ff_exp=c["n_ff"] // 2)
+    c["rope_base"] = {"llama": 10000.0, "gpt-oss": 150000.0}.get(arch, 1000000.0)
     # unusually large eps for qwen2/qwen3 so an engine that ignores the
     # metadata value (hard-codes 1e-5/1e-6) is detectable above Q8 noise
     c["eps"] = {"llama": 1e-5, "qwen2": 1e-2, "qwen3": 5e-3, "qwen3moe": 5e-3,
-                "gemma3": 1e-3}[arch]
+                "gemma3": 1e-3, "gpt-oss": 1e-5}[arch]
     c["tied"] = arch in ("llama", "qwen3", "qwen3moe", "gemma3")
     c["ctx"] = 2048
     return c
@@ -163,7 +170,7 @@ def make_matrix(rng, n_out: int, n_in: int, qname: str, std: float):
     return q, QT[qname]
 
 
-ARCHS = ("llama", "qwen2", "qwen3", "qwen3moe", "gemma3")
+ARCHS = ("llama", "qwen2", "qwen3", "qwen3moe", "gemma3", "gpt-oss")
 
 
 def llama3_rope_factors(n_rot: int, base: float, factor: float = 8.0, low: float = 1.0,
@@ -185,7 +192,7 @@ def write(arch: str, out: str, wtype: str = "mixed", dim: int | None = None,
           seed: int | None = None, tied: bool | None = None, window: int | None = None,
           swa_base: float | None = None, softcap: float | None = None,
           rope_freqs: bool = False, rope_scale: float | None = None,
-          yarn: float | None = None) -> str:
+          yarn: float | None = None, experts: str = "MXFP4") -> str:
     if arch not in ARCHS:
         raise ValueError(arch)
     if dim is None:
@@ -233,7 +240,9 @@ def write(arch: str, out: str, wtype: str = "mixed", dim: int | None = None,
         # inside the tiny head sizes
         w.add_uint32(f"{arch}.rope.scaling.original_context_length", YARN_ORIG_CTX)
     w.add_layer_norm_rms_eps(c["eps"])
-    if arch == "qwen3moe":
+    if arch == "gpt-oss":
+        w.add_sliding_window(c["window"])
+    if arch in ("qwen3moe", "gpt-oss"):
         w.add_expert_count(c["n_expert"])
         w.add_expert_used_count(c["n_expert_used"])
         w.add_expert_feed_forward_length(c["n_ff_exp"])
@@ -262,8 +271,8 @@ def write(arch: str, out: str, wtype: str = "mixed", dim: int | None = None,
         data, raw = make_matrix(rng, n_out, n_in, qname, std)
         w.add_tensor(name, data, raw_dtype=raw)
 
-    def add_experts(name, n_out, n_in, std):  # [n_in, n_out, n_expert], one weight type
-        qname = next_type()
+    def add_experts(name, n_out, n_in, std, qname=None):  # [n_in, n_out, n_expert], one type
+        qname = qname or next_type()
         mats = [make_matrix(rng, n_out, n_in, qname, std) for _ in range(c["n_expert"])]
         w.add_tensor(name, np.stack([d for d, _ in mats]), raw_dtype=mats[0][1])
 
@@ -286,7 +295,7 @@ def write(arch: str, out: str, wtype: str = "mixed", dim: int | None = None,
         add_mat(p + "attn_k.weight", Hkv * hd, D, 1.0 / np.sqrt(D))
         add_mat(p + "attn_v.weight", Hkv * hd, D, 1.0 / np.sqrt(D))
         add_mat(p + "attn_output.weight", D, H * hd, 0.5 / np.sqrt(H * hd))
-        if arch == "qwen2":
+        if arch in ("qwen2", "gpt-oss"):
             add_vec(p + "attn_q.bias", H * hd, 0.0, 0.2)
             add_vec(p + "attn_k.bias", Hkv * hd, 0.0, 0.2)
             add_vec(p + "attn_v.bias", Hkv * hd, 0.0, 0.2)
@@ -295,11 +304,25 @@ def write(arch: str, out: str, wtype: str = "mixed", dim: int | None = None,
             add_vec(p + "attn_k_norm.weight", hd, 1.0, 0.2)
         if arch == "gemma3":
             add_vec(p + "post_attention_norm.weight", D, 0.5, 0.1)
+        if arch == "gpt-oss":
+            add_vec(p + "attn_output.bias", D, 0.0, 0.1)
+            add_vec(p + "attn_sinks.weight", H, 1.0, 1.0)
+            add_vec(p + "post_attention_norm.weight", D, 1.0, 0.1)  # the FFN's norm
+            E, Fe = c["n_expert"], c["n_ff_exp"]
+            add_mat(p + "ffn_gate_inp.weight", E, D, ROUTER_STD / np.sqrt(D), "F32")
+            add_vec(p + "ffn_gate_inp.bias", E, 0.0, 0.5)
+            # the released files store the experts in MXFP4 whatever the other weights are
+            add_experts(p + "ffn_gate_exps.weight", Fe, D, 1.0 / np.sqrt(D), experts)
+            add_experts(p + "ffn_up_exps.weight", Fe, D, 1.0 / np.sqrt(D), experts)
+            add_experts(p + "ffn_down_exps.weight", D, Fe, 0.5 / np.sqrt(Fe), experts)
+            w.add_tensor(p + "ffn_gate_exps.bias", (0.2 * rng.standard_normal((E, Fe))).astype(np.float32))
+            w.add_tensor(p + "ffn_up_exps.bias", (0.2 * rng.standard_normal((E, Fe))).astype(np.float32))
+            w.add_tensor(p + "ffn_down_exps.bias", (0.1 * rng.standard_normal((E, D))).astype(np.float32))
+            continue
         add_vec(p + "ffn_norm.weight", D, 1.0, 0.1)
         if arch == "qwen3moe":
-            # the router stays F32 (llama-quantize leaves ffn_gate_inp alone); a wide spread of
-            # router logits keeps the top-2 choice away from ties
-            add_mat(p + "ffn_gate_inp.weight", c["n_expert"], D, 3.0 / np.sqrt(D), "F32")
+            # the router stays F32 (llama-quantize leaves ffn_gate_inp alone)
+            add_mat(p + "ffn_gate_inp.weight", c["n_expert"], D, ROUTER_STD / np.sqrt(D), "F32")
             Fe = c["n_ff_exp"]
             add_experts(p + "ffn_gate_exps.weight", Fe, D, 1.0 / np.sqrt(D))
             add_experts(p + "ffn_up_exps.weight", Fe, D, 1.0 / np.sqrt(D))

@@ -57,7 +57,7 @@ from gguf.quants import dequantize
 
 F = np.float64
 
-SUPPORTED_ARCHS = ("llama", "qwen2", "qwen3", "qwen3moe", "gemma3")
+SUPPORTED_ARCHS = ("llama", "qwen2", "qwen3", "qwen3moe", "gemma3", "gpt-oss")
 
 
 def _field(reader: GGUFReader, key: str, default=None):
@@ -94,6 +94,8 @@ class HParams:
     yarn_orig_ctx: int = 0
     # qwen3moe: experts per token (softmax router, top-k, weights renormalized to sum to 1)
     n_expert_used: int = 0
+    # gpt-oss: weights = softmax over the chosen logits, experts' clamped SwiGLU (swiglu_oai)
+    oai_moe: bool = False
     layer_rope_mag: list = field(default_factory=list)
     embd_scale: float = 1.0
     attn_scale: float = 0.0        # 0: 1/sqrt(head_dim_k)
@@ -125,6 +127,11 @@ class Layer:
     q_norm: np.ndarray | None = None
     k_norm: np.ndarray | None = None
     attn_post_norm: np.ndarray | None = None
+    sinks: np.ndarray | None = None                 # gpt-oss: (n_head) attention sink logits
+    router_b: np.ndarray | None = None              # gpt-oss: biases of router and experts
+    exp_gate_b: np.ndarray | None = None
+    exp_up_b: np.ndarray | None = None
+    exp_down_b: np.ndarray | None = None
     ffn_post_norm: np.ndarray | None = None
     types: dict = field(default_factory=dict)   # weight attr -> ggml type name
 
@@ -193,7 +200,8 @@ def load(path: str) -> Model:
     hp = HParams(arch=arch, n_layer=n_layer, n_embd=n_embd, n_head=n_head,
                  n_head_kv=n_head_kv, head_dim_k=hdk, head_dim_v=hdv,
                  n_rot=n_rot, rope_base=rope_base, rms_eps=eps, n_ff=n_ff,
-                 n_vocab=n_vocab, neox=arch in ("qwen2", "qwen3", "qwen3moe", "gemma3"),
+                 n_vocab=n_vocab,
+                 neox=arch in ("qwen2", "qwen3", "qwen3moe", "gemma3", "gpt-oss"),
                  layer_rope_base=[rope_base] * n_layer, layer_window=[0] * n_layer)
     scaling = kv("rope.scaling.type", "none")
     if scaling not in ("none", "", "linear", "yarn"):
@@ -209,6 +217,12 @@ def load(path: str) -> Model:
                                   kv("context_length")))
         mscale = 0.1 * np.log(factor) + 1.0 if factor > 1.0 else 1.0
         hp.layer_rope_mag = [attn_factor * mscale] * n_layer
+    if arch == "gpt-oss":  # sliding window on the even layers (llama.cpp's swa pattern 2)
+        window = int(kv("attention.sliding_window"))
+        for i in range(0, n_layer, 2):
+            hp.layer_window[i] = window
+            hp.layer_rope_base[i] = float(kv("rope.freq_base_swa", rope_base))
+        hp.oai_moe = True
     if arch == "gemma3":
         window = int(kv("attention.sliding_window"))
         local_base = float(kv("rope.freq_base_swa", 10000.0))
@@ -232,7 +246,7 @@ def load(path: str) -> Model:
         assert m.rope_freq_factors.shape == (n_rot // 2,)
 
     opt = lambda n: W(n) if n in tensors else None  # noqa: E731
-    if arch == "qwen3moe":
+    if arch in ("qwen3moe", "gpt-oss"):
         hp.n_expert_used = int(kv("expert_used_count"))
     for i in range(n_layer):
         p = f"blk.{i}."
@@ -240,7 +254,8 @@ def load(path: str) -> Model:
             attn_norm=W(p + "attn_norm.weight"),
             wq=W(p + "attn_q.weight"), wk=W(p + "attn_k.weight"),
             wv=W(p + "attn_v.weight"), wo=W(p + "attn_output.weight"),
-            ffn_norm=W(p + "ffn_norm.weight"),
+            ffn_norm=W(p + ("post_attention_norm" if arch == "gpt-oss" else "ffn_norm")
+                       + ".weight"),
             w_gate=opt(p + "ffn_gate.weight"), w_up=opt(p + "ffn_up.weight"),
             w_down=opt(p + "ffn_down.weight"),
             router=opt(p + "ffn_gate_inp.weight"), exp_gate=opt(p + "ffn_gate_exps.weight"),
@@ -249,7 +264,10 @@ def load(path: str) -> Model:
             bv=opt(p + "attn_v.bias"), bo=opt(p + "attn_output.bias"),
             q_norm=opt(p + "attn_q_norm.weight"),
             k_norm=opt(p + "attn_k_norm.weight"),
-            attn_post_norm=opt(p + "post_attention_norm.weight"),
+            attn_post_norm=opt(p + "post_attention_norm.weight") if arch == "gemma3" else None,
+            sinks=opt(p + "attn_sinks.weight"), router_b=opt(p + "ffn_gate_inp.bias"),
+            exp_gate_b=opt(p + "ffn_gate_exps.bias"), exp_up_b=opt(p + "ffn_up_exps.bias"),
+            exp_down_b=opt(p + "ffn_down_exps.bias"),
             ffn_post_norm=opt(p + "post_ffw_norm.weight"),
         )
         for attr, tn in (("wq", "attn_q"), ("wk", "attn_k"), ("wv", "attn_v"),
@@ -339,23 +357,44 @@ def _gelu_tanh(x):
     return 0.5 * x * (1.0 + np.tanh(np.sqrt(2.0 / np.pi) * (x + 0.044715 * x ** 3)))
 
 
-def moe_ffn(h, L, hp, expert_mm, r32):
-    """Mixture of experts (qwen3moe, as transformers' Qwen3MoeSparseMoeBlock with
-    norm_topk_prob): softmax over the router's logits, each token's n_expert_used most probable
-    experts, their probabilities renormalized to sum to 1, the weighted sum of their SwiGLU FFNs."""
+def moe_ffn(h, L, hp, expert_mm, r32, margins=None):
+    """Mixture of experts. qwen3moe (transformers' Qwen3MoeSparseMoeBlock with norm_topk_prob):
+    softmax over the router's logits, each token's n_expert_used most probable experts, their
+    probabilities renormalized to sum to 1, the weighted sum of their SwiGLU FFNs. gpt-oss
+    (openai/gpt-oss's MLPBlock): biases on router and experts, a softmax over the chosen
+    logits, the clamped SwiGLU."""
     logits = h @ L.router.T  # the router is F32 in real files: no activation rounding
+    if L.router_b is not None:
+        logits = logits + L.router_b
     p = np.exp(logits - logits.max(axis=-1, keepdims=True))
     p /= p.sum(axis=-1, keepdims=True)
     k = hp.n_expert_used
     f = np.zeros_like(h)
+    bias = lambda b, e: 0.0 if b is None else b[e]  # noqa: E731
+    if margins is not None:  # per token, the gap between the last chosen and first unchosen logit
+        top = -np.sort(-logits, axis=-1)
+        margins.append(top[:, k - 1] - top[:, k])
     for t in range(h.shape[0]):
-        sel = np.argsort(-p[t], kind="stable")[:k]
-        w = p[t, sel] / max(p[t, sel].sum(), 6.103515625e-5)
+        sel = np.argsort(-logits[t], kind="stable")[:k]
+        if hp.oai_moe:  # softmax over the chosen logits (GPT-OSS)
+            w = np.exp(logits[t, sel] - logits[t, sel].max())
+            w /= w.sum()
+        else:
+            w = p[t, sel] / max(p[t, sel].sum(), 6.103515625e-5)
         for wj, e in zip(w, sel):
             x = h[t:t + 1]
-            g = r32(_silu(expert_mm(x, "exp_gate", e)) * expert_mm(x, "exp_up", e))
-            f[t] += wj * expert_mm(g, "exp_down", e)[0]
+            gate = expert_mm(x, "exp_gate", e) + bias(L.exp_gate_b, e)
+            up = expert_mm(x, "exp_up", e) + bias(L.exp_up_b, e)
+            g = r32(_swiglu_oai(gate, up) if hp.oai_moe else _silu(gate) * up)
+            f[t] += wj * (expert_mm(g, "exp_down", e)[0] + bias(L.exp_down_b, e))
     return f
+
+
+def _swiglu_oai(gate, up, alpha=1.702, limit=7.0):
+    """GPT-OSS's clamped SwiGLU (openai/gpt-oss torch reference, swiglu with limit 7)."""
+    g = np.minimum(gate, limit)
+    u = np.clip(up, -limit, limit)
+    return g / (1.0 + np.exp(-alpha * g)) * (u + 1.0)
 
 
 # --------------------------------------------------------------------------
@@ -419,13 +458,16 @@ class KVCache:
 
 def forward(m: Model, token_ids, last_only: bool = False,
             emulate: str | None = None, cache: KVCache | None = None,
-            rows=None) -> np.ndarray:
+            rows=None, margins: list | None = None) -> np.ndarray:
     """Logits of `token_ids` (float64, (T, vocab), or (1, vocab) if
     last_only, or (len(rows), vocab) for the batch positions `rows`).
     emulate=None: exact float64 math (the oracle).
     emulate="ggml": the rounding noise model above (calibration only).
     cache: optional KVCache; the new tokens are placed after cache.n_past
-    and the cache is extended (incremental decoding)."""
+    and the cache is extended (incremental decoding).
+    margins: a list that receives, for each MoE layer, every token's router margin (the gap
+    between the last chosen and the first unchosen logit: below ~0.01 another implementation's
+    rounding can choose another expert)."""
     hp = m.hp
     ids = np.asarray(token_ids, dtype=np.int64)
     T = ids.shape[0]
@@ -493,9 +535,15 @@ def forward(m: Model, token_ids, last_only: bool = False,
         qg = q.reshape(Hkv, g * T, dk)
         s = (qg @ k.transpose(0, 2, 1)).reshape(Hkv, g, T, S) * scale
         s = s + mask
-        s = s - s.max(axis=-1, keepdims=True)
-        p = np.exp(s)
-        p /= p.sum(axis=-1, keepdims=True)
+        if L.sinks is not None:  # a logit per head in the denominator, with no value row
+            sk = L.sinks.reshape(Hkv, g, 1, 1)
+            mx = np.maximum(s.max(axis=-1, keepdims=True), sk)
+            p = np.exp(s - mx)
+            p /= p.sum(axis=-1, keepdims=True) + np.exp(sk - mx)
+        else:
+            s = s - s.max(axis=-1, keepdims=True)
+            p = np.exp(s)
+            p /= p.sum(axis=-1, keepdims=True)
         p = kvr(p)
         o = (p.reshape(Hkv, g * T, S) @ v).reshape(H, T, dv)        # (H, T, dv)
         o = o.transpose(1, 0, 2).reshape(T, H * dv)
@@ -509,7 +557,7 @@ def forward(m: Model, token_ids, last_only: bool = False,
         act = _gelu_tanh if hp.gelu else _silu
         if L.router is not None:
             f = moe_ffn(h, L, hp, lambda z, a, e: _act_quant(z, L.types[a] if em else "F32")
-                        @ getattr(L, a)[e].T, r32)
+                        @ getattr(L, a)[e].T, r32, margins)
         else:
             f = r32(act(mm(h, L, "w_gate")) * mm(h, L, "w_up"))
             f = mm(f, L, "w_down")

@@ -120,6 +120,9 @@ TINY_CASES = [
     ("qwen3moe", "mixed", {}, 97),
     ("qwen3moe", "mixed-k", {}, 97),
     ("qwen3moe", "Q8_0", {"tied": False}, 600),
+    # GPT-OSS: sinks, sliding window 8 on the even layers, biases, MXFP4 experts, YaRN
+    ("gpt-oss", "F32", {"yarn": 4.0}, 97),
+    ("gpt-oss", "Q8_0", {}, 97),
 ]
 
 

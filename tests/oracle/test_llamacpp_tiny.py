@@ -5,13 +5,16 @@ Each case of tests/data/oracle/llamacpp_tiny.json (written by
 scripts/make_llamacpp_tiny_goldens.py with llama-cpp-python) names a tiny F32 file that
 tests/oracle/make_tiny_gguf.py writes again here, the token ids, and llama.cpp's logits at a
 few positions. The file must be the one the goldens were made on (its tensors' hash), and
-kvmem's logits must be within TOL of llama.cpp's at every stored position, with the same top
-token wherever llama.cpp's top two are more than 2 TOL apart.
+kvmem's logits must be within tol of llama.cpp's at every stored position, with the same top
+token wherever llama.cpp's top two are more than 2 tol apart.
 
-TOL = 0.02: both engines compute in float32 with an f16 KV cache; each is within 0.005 of the
-float64 numpy reference on these files (the goldens record llama.cpp's distance as
-ref_maxabs). A family feature left out moves logits by far more (against the reference:
-YaRN's mixing dropped 4.8, its magnitude dropped 2.4; llama.cpp vs rope_freqs ignored: 2.9).
+tol = max(0.02, 2 x ref_maxabs): both engines compute in float32 with an f16 KV cache; on the
+dense files each is within 0.005 of the float64 numpy reference, and the goldens record
+llama.cpp's own distance to it (ref_maxabs), which is larger where the case amplifies rounding
+(GPT-OSS's router: 0.011). MoE rows after a router near-tie (near_tie_rows) are left out: there
+rounding may choose another expert; at least two rows of every case are compared. A family
+feature left out moves logits by far more (against the reference: YaRN's mixing dropped 4.8,
+its magnitude dropped 2.4; llama.cpp vs rope_freqs ignored: 2.9).
 
 Run:   KVMEM_BIN=build/apps/kvmem $HOME/.cache/kvmem/venv/bin/python \
            tests/oracle/test_llamacpp_tiny.py [-k SUBSTR]
@@ -36,6 +39,7 @@ from make_llamacpp_tiny_goldens import OUT as GOLDENS, tensors_sha  # noqa: E402
 from test_forward import engine_logits, find_bin  # noqa: E402
 
 TOL = 0.02
+MIN_ROWS = 2
 
 
 def check_case(binary, case, ids, rows, tmp) -> list[str]:
@@ -48,19 +52,26 @@ def check_case(binary, case, ids, rows, tmp) -> list[str]:
     got = engine_logits(binary, path, ids, 2, tmp, want.shape[1], rows).astype(np.float64)
     if got.shape != want.shape:
         return [f"engine gave {got.size} logits, expected {want.shape}"]
+    if not np.isfinite(got).all():
+        return ["non-finite logits"]
+    keep = [i for i, r in enumerate(rows) if r not in case["near_tie_rows"]]
+    if len(keep) < MIN_ROWS:
+        return [f"only {len(keep)} rows before a router near-tie: regenerate with other ids"]
+    tol = max(TOL, 2 * case["ref_maxabs"])
     errors = []
-    diff = np.abs(got - want)
-    if not diff.max() <= TOL:
+    diff = np.abs(got - want)[keep]
+    if not diff.max() <= tol:
         r, v = np.unravel_index(np.argmax(diff), diff.shape)
-        errors.append(f"max |kvmem - llama.cpp| {diff.max():.4f} > {TOL} "
-                      f"(position {rows[r]}, token {v})")
-    for r, row in enumerate(want):
-        top2 = np.sort(row)[-2:]
-        if top2[1] - top2[0] > 2 * TOL and np.argmax(got[r]) != np.argmax(row):
-            errors.append(f"position {rows[r]}: top token {np.argmax(got[r])}, "
-                          f"llama.cpp's {np.argmax(row)}")
+        errors.append(f"max |kvmem - llama.cpp| {diff.max():.4f} > {tol:.4f} "
+                      f"(position {rows[keep[r]]}, token {v})")
+    for i in keep:
+        top2 = np.sort(want[i])[-2:]
+        if top2[1] - top2[0] > 2 * tol and np.argmax(got[i]) != np.argmax(want[i]):
+            errors.append(f"position {rows[i]}: top token {np.argmax(got[i])}, "
+                          f"llama.cpp's {np.argmax(want[i])}")
+    skipped = f", {len(rows) - len(keep)} near-tie rows left out" if len(keep) < len(rows) else ""
     print(f"{case['name']:28s} max |kvmem - llama.cpp| {diff.max():.4f} "
-          f"(llama.cpp - ref {case['ref_maxabs']:.4f}) {'FAIL' if errors else 'PASS'}",
+          f"(llama.cpp - ref {case['ref_maxabs']:.4f}{skipped}) {'FAIL' if errors else 'PASS'}",
           flush=True)
     return errors
 
