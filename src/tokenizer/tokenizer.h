@@ -4,9 +4,11 @@
 //   model "llama" SentencePiece BPE with scores and byte fallback (Gemma, Llama-2) -> spm.h
 //
 // Encoding first cuts out special tokens (control tokens only when parse_special; user-defined
-// tokens always), longest match first, so BPE never splits them; the text between is encoded
-// by the model. Decoding maps each token back to its bytes; StreamingDecoder holds back a UTF-8
-// character split across tokens until it is complete.
+// tokens always), longest match first, so BPE never splits them; a token with lstrip/rstrip
+// (special_token_strip.h) also drops the whitespace before/after it. The text between is
+// normalized where the model's tokenizer does (NFC for Qwen2, nfc.h) and encoded by the model.
+// Decoding maps each token back to its bytes; StreamingDecoder holds back a UTF-8 character split
+// across tokens until it is complete.
 //
 // Thread-safety: a Tokenizer is immutable after Create; concurrent Encode/Decode calls are safe.
 // A StreamingDecoder is per-stream state and must not be shared between threads.
@@ -36,6 +38,7 @@ struct TokenizerConfig {
   bool add_bos = false, add_eos = false, add_space_prefix = false;
   std::string chat_template;  // tokenizer.chat_template (Jinja source; see chat_template.h)
   std::string architecture;   // general.architecture
+  std::string name;           // general.name (llama.cpp sets special tokens' rstrip by it)
 };
 
 class BpeModel;
@@ -97,6 +100,7 @@ class Tokenizer {
   TokenizerConfig config_;  // tokens/types/scores/merges moved out into vocab_ and the models
   Model model_ = Model::kBpe;
   PreTokenizerKind pre_ = PreTokenizerKind::kGpt2;
+  bool nfc_ = false;  // NFC-normalize text before pre-tokenizing (PreNormalizesNfc)
   Vocab vocab_;
   std::unique_ptr<BpeModel> bpe_;
   std::unique_ptr<SpmModel> spm_;

@@ -6,20 +6,20 @@
 namespace kvmem::tokenizer {
 namespace {
 
-uint8_t LookupFlags(uint32_t cp) {
+uint16_t LookupFlags(uint32_t cp) {
   const uint32_t* begin = internal::kCategoryRanges;
   const uint32_t* end = begin + internal::kNumCategoryRanges;
   // First entry whose start is > cp; the one before it holds cp.
   const uint32_t* it = std::upper_bound(
-      begin, end, cp, [](uint32_t value, uint32_t entry) { return value < (entry & 0xFFFFFFu); });
+      begin, end, cp, [](uint32_t value, uint32_t entry) { return value < (entry & 0x1FFFFFu); });
   if (it == begin) return 0;
-  return static_cast<uint8_t>(*(it - 1) >> 24);
+  return static_cast<uint16_t>(*(it - 1) >> 21);
 }
 
 // Latin-1 is by far the most common input; a flat table skips the binary search.
-const std::array<uint8_t, 256>& Latin1Flags() {
-  static const std::array<uint8_t, 256> table = [] {
-    std::array<uint8_t, 256> t{};
+const std::array<uint16_t, 256>& Latin1Flags() {
+  static const std::array<uint16_t, 256> table = [] {
+    std::array<uint16_t, 256> t{};
     for (uint32_t cp = 0; cp < 256; ++cp) t[cp] = LookupFlags(cp);
     return t;
   }();
@@ -49,7 +49,7 @@ const ByteLevelTables& ByteTables() {
 
 }  // namespace
 
-uint8_t CodepointFlags(uint32_t cp) {
+uint16_t CodepointFlags(uint32_t cp) {
   if (cp < 256) return Latin1Flags()[cp];
   if (cp > 0x10FFFF) return 0;
   return LookupFlags(cp);

@@ -15,19 +15,22 @@
 
 namespace kvmem::tokenizer {
 
-// Major general-category class of a code point, plus the White_Space property.
-enum CodepointFlag : uint8_t {
-  kCpLetter = 1,      // \p{L}
-  kCpNumber = 2,      // \p{N}
-  kCpMark = 4,        // \p{M}
-  kCpPunct = 8,       // \p{P}
-  kCpSymbol = 16,     // \p{S}
-  kCpSeparator = 32,  // \p{Z}
-  kCpWhitespace = 64  // \s (White_Space)
+// Major general-category class of a code point, the White_Space property, and the letter case
+// classes the o200k regex names (\p{Lu}|\p{Lt}, \p{Ll}; Lm and Lo letters have neither).
+enum CodepointFlag : uint16_t {
+  kCpLetter = 1,       // \p{L}
+  kCpNumber = 2,       // \p{N}
+  kCpMark = 4,         // \p{M}
+  kCpPunct = 8,        // \p{P}
+  kCpSymbol = 16,      // \p{S}
+  kCpSeparator = 32,   // \p{Z}
+  kCpWhitespace = 64,  // \s (White_Space)
+  kCpUpper = 128,      // \p{Lu} or \p{Lt}
+  kCpLower = 256,      // \p{Ll}
 };
 
 // Flags of a code point; 0 for control/unassigned/private-use and for values past U+10FFFF.
-uint8_t CodepointFlags(uint32_t cp);
+uint16_t CodepointFlags(uint32_t cp);
 
 struct Utf8Char {
   uint32_t cp = 0;  // the code point, or the byte value when !valid
@@ -40,7 +43,7 @@ struct Utf8Char {
 Utf8Char DecodeUtf8(std::string_view text, size_t pos);
 
 // Flags of a decoded character: raw (invalid) bytes have none.
-inline uint8_t CharFlags(const Utf8Char& c) { return c.valid ? CodepointFlags(c.cp) : 0; }
+inline uint16_t CharFlags(const Utf8Char& c) { return c.valid ? CodepointFlags(c.cp) : 0; }
 
 // Length of the UTF-8 sequence a lead byte announces: 1..4, or 0 for a continuation or an
 // invalid lead byte.
@@ -61,7 +64,7 @@ int UnicodeToByte(uint32_t cp);
 
 namespace internal {
 extern const char kUnicodeVersion[];
-// Generated (unicode_tables.cpp): (flags << 24) | first_codepoint, sorted; each range runs until
+// Generated (unicode_tables.cpp): (flags << 21) | first_codepoint, sorted; each range runs until
 // the next entry.
 extern const uint32_t kCategoryRanges[];
 extern const size_t kNumCategoryRanges;

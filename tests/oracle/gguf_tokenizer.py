@@ -6,8 +6,12 @@ Supports tokenizer.ggml.model == "gpt2" (byte-level BPE) with the
 pre-tokenizers used by the models we test:
   * "smollm" / "starcoder" / "refact": split digits individually, then the
     GPT-2 regex (ByteLevel use_regex=True)
-  * "gpt2"/"default": GPT-2 regex
+  * "gpt2": GPT-2 regex
+  * "default" (or no tokenizer.ggml.pre): llama.cpp's fallback, four regexes
+    each splitting the pieces of the one before (as kvmem's kDefault)
   * "qwen2": the Qwen2 regex (digits individually, contractions case-insens.)
+    after Qwen2's NFC normalizer
+  * "gpt-4o": the o200k regex (GPT-OSS)
 Special tokens: every token whose token_type is CONTROL (3) or
 USER_DEFINED (4) is registered as an added token, so "<|im_start|>" etc. in
 the text are matched as single tokens (like llama.cpp with special=True).
@@ -21,10 +25,25 @@ package.  Again no BOS is added by encode().
 from __future__ import annotations
 
 from gguf import GGUFReader
-from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
+from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers
 
 QWEN2_RE = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"
             r"| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+
+O200K_RE = (r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"
+            r"(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+"
+            r"[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}"
+            r"| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+DEFAULT_RES = [r"[\p{P}\$\+<=>\^~\|]+",
+               r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)",
+               r"\p{N}+", r"[0-9][0-9][0-9]"]
+
+
+def _splits(regexes):
+    return pre_tokenizers.Sequence(
+        [pre_tokenizers.Split(Regex(x), behavior="isolated") for x in regexes] +
+        [pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
 
 
 def _get(r: GGUFReader, k, default=None):
@@ -70,9 +89,12 @@ def from_gguf(path: str) -> Tokenizer:
         tok.pre_tokenizer = pre_tokenizers.Sequence(
             [pre_tokenizers.Digits(individual_digits=True), bl])
     elif pre in ("qwen2",):
-        tok.pre_tokenizer = pre_tokenizers.Sequence([
-            pre_tokenizers.Split(Regex(QWEN2_RE), behavior="isolated"),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+        tok.normalizer = normalizers.NFC()
+        tok.pre_tokenizer = _splits([QWEN2_RE])
+    elif pre == "gpt-4o":
+        tok.pre_tokenizer = _splits([O200K_RE])
+    elif pre in ("default", ""):
+        tok.pre_tokenizer = _splits(DEFAULT_RES)
     else:
         tok.pre_tokenizer = bl
     tok.decoder = decoders.ByteLevel()

@@ -62,6 +62,49 @@ TEST(GgufConfig, ExplicitKeysWin) {
   EXPECT_EQ(c->chat_template, "<start_of_turn>");
 }
 
+GgufBuilder BpeFile(const char* pre) {
+  GgufBuilder b;
+  b.String("general.architecture", "qwen2");
+  b.String("general.name", "Tiny");
+  b.String("tokenizer.ggml.model", "gpt2");
+  if (pre != nullptr) b.String("tokenizer.ggml.pre", pre);
+  b.StringArray("tokenizer.ggml.tokens", {"a", "b", "ab"});
+  b.StringArray("tokenizer.ggml.merges", {"a b"});
+  return b;
+}
+
+TEST(GgufConfig, PreTokenizerTypes) {
+  // No tokenizer.ggml.pre, or "default": llama.cpp's fallback pre-tokenizer, never GPT-2's.
+  for (const char* pre : {static_cast<const char*>(nullptr), "default"}) {
+    const auto bytes = BpeFile(pre).Build();
+    auto file = GgufFile::Parse(bytes);
+    ASSERT_TRUE(file.ok());
+    auto t = LoadTokenizer(*file);
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    EXPECT_EQ(t->pre_tokenizer(), PreTokenizerKind::kDefault);
+  }
+  {
+    const auto bytes = BpeFile("gpt-4o").Build();
+    auto file = GgufFile::Parse(bytes);
+    ASSERT_TRUE(file.ok());
+    auto c = TokenizerConfigFromGguf(*file);
+    ASSERT_TRUE(c.ok());
+    EXPECT_EQ(c->name, "Tiny");
+    auto t = LoadTokenizer(*file);
+    ASSERT_TRUE(t.ok()) << t.status().ToString();
+    EXPECT_EQ(t->pre_tokenizer(), PreTokenizerKind::kGpt4o);
+  }
+  {
+    // An unknown type is refused, naming it.
+    const auto bytes = BpeFile("tekken").Build();
+    auto file = GgufFile::Parse(bytes);
+    ASSERT_TRUE(file.ok());
+    auto t = LoadTokenizer(*file);
+    EXPECT_EQ(t.status().code(), ErrorCode::kUnsupported);
+    EXPECT_NE(t.status().ToString().find("'tekken'"), std::string::npos) << t.status().ToString();
+  }
+}
+
 TEST(GgufConfig, Errors) {
   {
     GgufBuilder b;

@@ -26,10 +26,16 @@ TEST(PreTokenize, Names) {
   EXPECT_EQ(*PreTokenizerFromName("llama-bpe"), PreTokenizerKind::kLlama3);
   EXPECT_EQ(*PreTokenizerFromName("qwen2"), PreTokenizerKind::kQwen2);
   EXPECT_EQ(*PreTokenizerFromName("gpt2"), PreTokenizerKind::kGpt2);
-  EXPECT_EQ(*PreTokenizerFromName("default"), PreTokenizerKind::kGpt2);
-  EXPECT_EQ(PreTokenizerFromName("no-such-thing").status().code(), ErrorCode::kUnsupported);
-  for (auto kind : {PreTokenizerKind::kGpt2, PreTokenizerKind::kSmolLm, PreTokenizerKind::kLlama3,
-                    PreTokenizerKind::kQwen2}) {
+  EXPECT_EQ(*PreTokenizerFromName("gpt-4o"), PreTokenizerKind::kGpt4o);
+  // llama.cpp's fallback, not GPT-2 (a GGUF without tokenizer.ggml.pre reads as "").
+  EXPECT_EQ(*PreTokenizerFromName("default"), PreTokenizerKind::kDefault);
+  EXPECT_EQ(*PreTokenizerFromName(""), PreTokenizerKind::kDefault);
+  const Status unknown = PreTokenizerFromName("no-such-thing").status();
+  EXPECT_EQ(unknown.code(), ErrorCode::kUnsupported);
+  EXPECT_NE(unknown.ToString().find("'no-such-thing'"), std::string::npos) << unknown.ToString();
+  for (auto kind :
+       {PreTokenizerKind::kGpt2, PreTokenizerKind::kSmolLm, PreTokenizerKind::kLlama3,
+        PreTokenizerKind::kQwen2, PreTokenizerKind::kGpt4o, PreTokenizerKind::kDefault}) {
     EXPECT_EQ(*PreTokenizerFromName(PreTokenizerName(kind)), kind);
   }
 }
@@ -70,6 +76,30 @@ TEST(PreTokenize, Qwen2SplitsEveryDigit) {
   EXPECT_EQ(Split(PreTokenizerKind::kQwen2, "x12345"), (V{"x", "1", "2", "3", "4", "5"}));
 }
 
+TEST(PreTokenize, O200kAlternatives) {
+  const auto k = PreTokenizerKind::kGpt4o;
+  EXPECT_EQ(Split(k, "HelloWorld"), (V{"Hello", "World"}));    // a word is Upper*lower+
+  EXPECT_EQ(Split(k, "HTTPServer"), (V{"HTTPServer"}));        // ... backtracking into Upper*
+  EXPECT_EQ(Split(k, "ABC def"), (V{"ABC", " def"}));          // or Upper+lower*
+  EXPECT_EQ(Split(k, "don't DON'T"), (V{"don't", " DON'T"}));  // contraction joins the word
+  EXPECT_EQ(Split(k, "'s"), (V{"'s"}));
+  EXPECT_EQ(Split(k, "12345"), (V{"123", "45"}));
+  EXPECT_EQ(Split(k, "a/b//\n/c"), (V{"a", "/b", "//\n/", "c"}));  // [\r\n/]* after punctuation
+  // A combining mark is both "upper" and "lower": e + U+0301 stays one word.
+  EXPECT_EQ(Split(k, "e\xCC\x81t\xCC\x81"), (V{"e\xCC\x81t\xCC\x81"}));
+  EXPECT_EQ(Split(k, "x \n\n y"), (V{"x", " \n\n", " y"}));
+}
+
+TEST(PreTokenize, DefaultPipeline) {
+  const auto k = PreTokenizerKind::kDefault;
+  // Punctuation runs first: "Hello," would be one GPT-2 word " ,"... here "," stands alone.
+  EXPECT_EQ(Split(k, "Hello, world!"), (V{"Hello", ",", " world", "!"}));
+  EXPECT_EQ(Split(k, "a+=b"), (V{"a", "+=", "b"}));
+  // \p{N}+ cuts the space off " 42"; ASCII digits go in threes.
+  EXPECT_EQ(Split(k, "x 1234567"), (V{"x", " ", "123", "456", "7"}));
+  EXPECT_EQ(Split(k, "don't"), (V{"don", "'", "t"}));  // ' is \p{P}, cut before GPT-2's 't
+}
+
 TEST(PreTokenize, MatchesHuggingFaceSplits) {
   const auto vectors = testing::LoadVectors("pretok_vectors.json");
   const auto& splits = vectors["splits"];
@@ -92,8 +122,9 @@ TEST(PreTokenize, MatchesHuggingFaceSplits) {
 // Any bytes: words are non-empty and concatenate back to the input.
 TEST(PreTokenize, ArbitraryBytesPartitionTheInput) {
   std::mt19937 rng(11);
-  for (auto kind : {PreTokenizerKind::kGpt2, PreTokenizerKind::kSmolLm, PreTokenizerKind::kLlama3,
-                    PreTokenizerKind::kQwen2}) {
+  for (auto kind :
+       {PreTokenizerKind::kGpt2, PreTokenizerKind::kSmolLm, PreTokenizerKind::kLlama3,
+        PreTokenizerKind::kQwen2, PreTokenizerKind::kGpt4o, PreTokenizerKind::kDefault}) {
     for (int iter = 0; iter < 500; ++iter) {
       std::string text(rng() % 64, '\0');
       for (char& c : text) c = static_cast<char>(rng() % 256);

@@ -9,7 +9,10 @@ namespace kvmem::tokenizer {
 namespace {
 
 TEST(Unicode, Categories) {
-  EXPECT_EQ(CodepointFlags('a'), kCpLetter);
+  EXPECT_EQ(CodepointFlags('a'), kCpLetter | kCpLower);
+  EXPECT_EQ(CodepointFlags('Q'), kCpLetter | kCpUpper);
+  EXPECT_EQ(CodepointFlags(0x01C5), kCpLetter | kCpUpper);  // Dz with caron (Lt)
+  EXPECT_EQ(CodepointFlags(0x02B0), kCpLetter);             // modifier small h (Lm)
   EXPECT_EQ(CodepointFlags('7'), kCpNumber);
   EXPECT_EQ(CodepointFlags(' '), kCpSeparator | kCpWhitespace);
   EXPECT_EQ(CodepointFlags('\n'), kCpWhitespace);
