@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cmath>
 #include <cstring>
 #include <new>
 #include <vector>
@@ -35,7 +36,7 @@ Format FormatOf(DType type) {
       return {PackedKind::kU4, 32};
     case DType::kQ6_K:
       return {PackedKind::kS8, 16};
-    default:  // Q8_0, Q5_0
+    default:  // Q8_0, Q5_0, MXFP4
       return {PackedKind::kS8, 32};
   }
 }
@@ -104,6 +105,14 @@ void DecodeRow(DType type, const uint8_t* row, int64_t n, DecodedRow* out, bool 
         mn[b] = 0.0f;
       }
       return;
+    case DType::kMxfp4:  // the value table's int8 codes and the block's power-of-two scale
+      for (int64_t b = 0; b < n / 32; ++b, q += 32) {
+        const auto& blk = reinterpret_cast<const BlockMxfp4*>(row)[b];
+        for (int j = 0; j < 32 && !scales_only; ++j) q[j] = kMxfp4Values[Nibble(blk.qs, j)];
+        sc[b] = std::ldexp(1.0f, static_cast<int>(blk.e) - 128);
+        mn[b] = 0.0f;
+      }
+      return;
     case DType::kQ6_K:
       for (int64_t s = 0; s < n / kQK_K; ++s, q += kQK_K) {
         const auto& blk = reinterpret_cast<const BlockQ6_K*>(row)[s];
@@ -167,6 +176,7 @@ bool CanPack(DType type) {
     case DType::kQ8_0:
     case DType::kQ5_0:
     case DType::kQ6_K:
+    case DType::kMxfp4:
       return true;
     default:
       return false;

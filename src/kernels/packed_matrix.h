@@ -9,7 +9,8 @@
 //   kU4 (32-element sub-blocks): x = scale * q + min, q in 0..15.
 //       Q4_0 (min = -8 d), Q4_1 (d, m), Q4_K (d * sc, -dmin * m).
 //   kS8 (32- or 16-element sub-blocks): x = scale * q, q in -128..127.
-//       Q8_0, Q5_0 (q - 16), Q6_K (16-element sub-blocks, scale d * sc, q - 32).
+//       Q8_0, Q5_0 (q - 16), Q6_K (16-element sub-blocks, scale d * sc, q - 32), MXFP4 (q the
+//       value table's code, scale 2^(e - 128)).
 // Scales and mins are stored as fp16 where every one of the matrix is exactly representable
 // (Q4_0, Q4_1, Q5_0, Q8_0), else as fp32.
 //
