@@ -19,9 +19,15 @@ from __future__ import annotations
 
 import sys
 
+import os
+
 import numpy as np
 from gguf import GGMLQuantizationType as QT
 from gguf import GGUFWriter
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
+                                "oracle"))
+from make_tiny_gguf import bytes_to_unicode  # noqa: E402
 
 SHAPES = {
     "gpt-oss-20b": dict(arch="gpt-oss", n_layer=2, n_embd=2880, n_head=64, n_head_kv=8,
@@ -90,10 +96,11 @@ def write(name: str, out: str) -> None:
     V = c["n_vocab"]
     w.add_tokenizer_model("gpt2")
     w.add_tokenizer_pre("default")
-    toks = [f"<0x{b:02X}>" for b in range(256)] + [f"t{i}" for i in range(V - 256)]
+    b2u = bytes_to_unicode()
+    toks = [b2u[b] for b in range(256)] + ["\u0120t"] + [f"t{i}" for i in range(V - 257)]
     w.add_token_list(toks)
     w.add_token_types([1] * V)
-    w.add_token_merges([])
+    w.add_token_merges(["\u0120 t"])
     w.add_bos_token_id(1)
     w.add_eos_token_id(2)
 
