@@ -17,6 +17,7 @@
 #include "engine/stop_strings.h"
 #include "kv/kv_format.h"
 #include "tokenizer/chat_template.h"
+#include "tokenizer/harmony.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kvmem::app {
@@ -122,7 +123,7 @@ int Run(RunOptions o) {
       o.n_predict < 0 ? static_cast<int>(n_ctx - ids.size())
                       : std::min<int>(o.n_predict, static_cast<int>(n_ctx - ids.size()));
 
-  tokenizer::StreamingDecoder decoder(tok);
+  tokenizer::ReplyDecoder decoder(tok, ids);  // harmony: only the final channel is printed
   engine::StopMatcher stops(o.stops);
   Status decode_error;
   auto emit = [](const std::string& s) {

@@ -511,6 +511,11 @@ GEMMA3_TEMPLATE = r"""{{ bos_token }}
 #   llama3.2        meta-llama/Llama-3.2-3B-Instruct (llama.cpp models/templates/); it takes today's
 #                   date from strftime_now when the renderer defines it, else "26 Jul 2024".
 LLAMA31_TEMPLATES = ["llama3.1", "llama3.1-early", "llama3.2"]
+# GPT-OSS's harmony template (llama.cpp models/templates/openai-gpt-oss-120b.jinja, the model's
+# own): strftime_now has no fallback there, so it is given this fixed date, which kvmem's test
+# passes as ChatTemplate::harmony_date.
+HARMONY_TEMPLATE = "gpt-oss"
+HARMONY_DATE = "2026-01-15"
 
 CONVERSATIONS = [
     [{"role": "user", "content": "Hello!"}],
@@ -552,9 +557,14 @@ def chat_template_vectors(smollm2_template):
     templates = {"smollm2": smollm2_template, "qwen2": QWEN2_TEMPLATE, "llama3": LLAMA3_TEMPLATE,
                  "gemma3": GEMMA3_TEMPLATE}
     templates.update({name: read_chat_template(name) for name in LLAMA31_TEMPLATES})
+    templates[HARMONY_TEMPLATE] = read_chat_template(HARMONY_TEMPLATE)
+    harmony_env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                                                extensions=[loopcontrols])
+    harmony_env.globals["raise_exception"] = raise_exception
+    harmony_env.globals["strftime_now"] = lambda fmt: HARMONY_DATE
     cases = []
     for name, source in templates.items():
-        compiled = env.from_string(source)
+        compiled = (harmony_env if name == HARMONY_TEMPLATE else env).from_string(source)
         for messages in CONVERSATIONS:
             for add_generation_prompt in (False, True):
                 case = {"template": name, "messages": messages,
@@ -579,8 +589,9 @@ def chat_template_vectors(smollm2_template):
                                     "gemma3: gemma-3-*-it; llama3.1: Llama-3.1-8B-Instruct (= "
                                     "Llama-3.3-70B-Instruct); llama3.1-early: an earlier copy "
                                     "of Llama-3.1-8B-Instruct's without the tools guard; "
-                                    "llama3.2: Llama-3.2-3B-Instruct"},
-            "templates": templates, "cases": cases}
+                                    "llama3.2: Llama-3.2-3B-Instruct; gpt-oss: llama.cpp's "
+                                    "openai-gpt-oss-120b.jinja, strftime_now = harmony_date"},
+            "harmony_date": HARMONY_DATE, "templates": templates, "cases": cases}
 
 
 # Gemma-specific texts on top of FIXED_CASES: its chat markers and other control tokens, the

@@ -264,7 +264,8 @@ void Attend(const float* q, const KvLayout& layout, const KvSpan* spans, int n_s
   assert(KvLayoutValid(layout));
   const int hd = layout.head_dim;
   if (sink != -std::numeric_limits<float>::infinity()) {
-    if (!AttendPartialSupported(layout, isa)) return AttendScalar(q, layout, spans, n_spans, scale, out, sink);
+    if (!AttendPartialSupported(layout, isa))
+      return AttendScalar(q, layout, spans, n_spans, scale, out, sink);
     alignas(32) float acc[kAttendStackDim];
     float m, l;
     AttendPartial(q, 1, layout, spans, n_spans, scale, acc, &m, &l, isa);

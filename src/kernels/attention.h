@@ -74,7 +74,8 @@ struct KvSpan {
 // flash attention with sinks); -inf: none. With a sink, layouts AttendPartial does not handle
 // take the scalar kernel. Requires KvLayoutValid(layout).
 void Attend(const float* q, const KvLayout& layout, const KvSpan* spans, int n_spans, float scale,
-            float* out, Isa isa = ActiveIsa(), float sink = -std::numeric_limits<float>::infinity());
+            float* out, Isa isa = ActiveIsa(),
+            float sink = -std::numeric_limits<float>::infinity());
 
 // Attention split into parts that merge (flash-decoding): the unnormalized state of n_q queries
 // (consecutive in q, head_dim each) over the same rows — per query g, m[g] the largest score,
@@ -85,8 +86,7 @@ void Attend(const float* q, const KvLayout& layout, const KvSpan* spans, int n_s
 // q8_0 K is converted exactly to f32 (q is not quantized, unlike Attend's).
 bool AttendPartialSupported(const KvLayout& layout, Isa isa = ActiveIsa());
 void AttendPartial(const float* q, int n_q, const KvLayout& layout, const KvSpan* spans,
-                   int n_spans, float scale, float* acc, float* m, float* l,
-                   Isa isa = ActiveIsa());
+                   int n_spans, float scale, float* acc, float* m, float* l, Isa isa = ActiveIsa());
 // (acc, m, l) becomes the state of its rows followed by those of (acc2, m2, l2).
 void MergeAttendPartial(int n_q, int head_dim, float* acc, float* m, float* l, const float* acc2,
                         const float* m2, const float* l2);

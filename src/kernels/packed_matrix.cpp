@@ -1,8 +1,8 @@
 #include "kernels/packed_matrix.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <new>
 #include <vector>

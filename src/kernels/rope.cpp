@@ -74,8 +74,7 @@ void InitRopeCache(int64_t pos, int rot_dim, float freq_base, RopeCache* cache,
 }
 
 void RopeWithCache(float* x, int n_heads, int head_dim, const RopeCache& cache, RopeMode mode) {
-  Ops().rope_rotate(x, n_heads, head_dim, cache.rot_dim, cache.cos.data(), cache.sin.data(),
-                    mode);
+  Ops().rope_rotate(x, n_heads, head_dim, cache.rot_dim, cache.cos.data(), cache.sin.data(), mode);
 }
 
 void Rope(float* x, int n_heads, int head_dim, int rot_dim, int64_t pos, float freq_base,

@@ -27,16 +27,16 @@
 // sequence is truncated, so rows re-appended after the cut go through staging again instead
 // of requantizing a group once per row.
 //
-// Thread-safety: Allocate/Free/ReleaseLayer/LoadLayer, WriteToken and Reposition mutate; WriteToken calls for distinct
-// blocks may run concurrently, those for one block may not. Span/Attend/ReadToken are const and
-// may run concurrently with each other.
+// Thread-safety: Allocate/Free/ReleaseLayer/LoadLayer, WriteToken and Reposition mutate; WriteToken
+// calls for distinct blocks may run concurrently, those for one block may not.
+// Span/Attend/ReadToken are const and may run concurrently with each other.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <span>
-#include <limits>
 #include <vector>
 
 #include "core/status.h"
@@ -64,7 +64,7 @@ struct RopeSpec {
   int rot_dim = 0;
   float freq_base = 10000.0f;
   kernels::RopeMode mode = kernels::RopeMode::kNormal;
-  std::vector<float> freq_factors;  // (rot_dim / 2) or empty: kernels::Rope's freq_factors
+  std::vector<float> freq_factors;    // (rot_dim / 2) or empty: kernels::Rope's freq_factors
   kernels::RopeScaling scaling = {};  // linear and YaRN scaling of the angles
   const float* factors() const { return freq_factors.empty() ? nullptr : freq_factors.data(); }
 };

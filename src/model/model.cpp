@@ -50,8 +50,8 @@ const char* ArchName(Arch arch) {
 }
 
 std::span<const Architecture* const> SupportedArchitectures() {
-  static const Architecture* const kAll[] = {&LlamaArchitecture(), &Qwen2Architecture(),
-                                             &Qwen3Architecture(), &Qwen3MoeArchitecture(),
+  static const Architecture* const kAll[] = {&LlamaArchitecture(),  &Qwen2Architecture(),
+                                             &Qwen3Architecture(),  &Qwen3MoeArchitecture(),
                                              &Gemma3Architecture(), &GptOssArchitecture()};
   return kAll;
 }
@@ -279,8 +279,7 @@ Status ModelLoader::ReadWeights(const Architecture& a, const ModelSpec& s, Model
       KVMEM_ASSIGN_OR_RETURN(l.q_norm, Vector(p + "attn_q_norm.weight", s.head_dim_k));
       KVMEM_ASSIGN_OR_RETURN(l.k_norm, Vector(p + "attn_k_norm.weight", s.head_dim_k));
     }
-    KVMEM_ASSIGN_OR_RETURN(l.ffn_norm,
-                           Vector(p + std::string(a.ffn_norm) + ".weight", s.n_embd));
+    KVMEM_ASSIGN_OR_RETURN(l.ffn_norm, Vector(p + std::string(a.ffn_norm) + ".weight", s.n_embd));
     if (a.post_norms) {
       KVMEM_ASSIGN_OR_RETURN(l.attn_post_norm, Vector(p + "post_attention_norm.weight", s.n_embd));
       KVMEM_ASSIGN_OR_RETURN(l.ffn_post_norm, Vector(p + "post_ffw_norm.weight", s.n_embd));
@@ -293,8 +292,7 @@ Status ModelLoader::ReadWeights(const Architecture& a, const ModelSpec& s, Model
       KVMEM_ASSIGN_OR_RETURN(l.exp_down, Experts(p + "ffn_down_exps.weight", nf, s.n_embd, ne));
       if (a.moe_bias) {
         KVMEM_ASSIGN_OR_RETURN(l.router_bias, Vector(p + "ffn_gate_inp.bias", ne));
-        KVMEM_ASSIGN_OR_RETURN(l.exp_gate_bias,
-                               Vector(p + "ffn_gate_exps.bias", int64_t{ne} * nf));
+        KVMEM_ASSIGN_OR_RETURN(l.exp_gate_bias, Vector(p + "ffn_gate_exps.bias", int64_t{ne} * nf));
         KVMEM_ASSIGN_OR_RETURN(l.exp_up_bias, Vector(p + "ffn_up_exps.bias", int64_t{ne} * nf));
         KVMEM_ASSIGN_OR_RETURN(l.exp_down_bias,
                                Vector(p + "ffn_down_exps.bias", int64_t{ne} * s.n_embd));

@@ -1,10 +1,10 @@
 #include "model/transformer_block.h"
 
 #include <algorithm>
-#include <limits>
 #include <atomic>
 #include <cassert>
 #include <cmath>
+#include <limits>
 
 namespace kvmem::model {
 
@@ -208,8 +208,7 @@ void AttendGrouped(const ModelSpec& spec, int layer, const kv::KvView& view, con
       const Partial b = next_partial(c);
       kernels::MergeAttendPartial(group, hd, first.acc, first.m, first.l, b.acc, b.m, b.l);
     }
-    const float* sink = sinks.empty() ? nullptr
-                                      : sinks.data() + (p % spec.n_kv_heads) * group;
+    const float* sink = sinks.empty() ? nullptr : sinks.data() + (p % spec.n_kv_heads) * group;
     kernels::FinishAttendPartial(group, hd, first.acc, first.m, first.l, sink, out_of(p));
   };
 

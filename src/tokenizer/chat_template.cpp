@@ -1,5 +1,8 @@
 #include "tokenizer/chat_template.h"
 
+#include <ctime>
+
+#include "tokenizer/harmony.h"
 #include "tokenizer/unicode.h"
 
 namespace kvmem::tokenizer {
@@ -104,6 +107,37 @@ Result<ChatTemplate> DetectLlama31(std::string_view source) {
   return t;
 }
 
+// Source text of the official GPT-OSS template that fixes how it renders plain chat.
+constexpr std::string_view kHarmonyFingerprint[] = {
+    R"(You are ChatGPT, a large language model trained by OpenAI.)",
+    R"("Knowledge cutoff: 2024-06\n")",
+    R"("Current date: " + strftime_now("%Y-%m-%d") + "\n\n")",
+    R"(set reasoning_effort = "medium")",
+    R"(# Valid channels: analysis, commentary, final. Channel must be included for every message.)",
+    R"("# Instructions\n\n")",
+    R"("<|start|>assistant<|channel|>final<|message|>" + message.content + "<|end|>")",
+    R"("<|start|>user<|message|>" + message.content + "<|end|>")",
+};
+
+Result<ChatTemplate> DetectHarmony(std::string_view source) {
+  for (std::string_view fragment : kHarmonyFingerprint) {
+    if (!Contains(source, fragment)) {
+      return Unsupported("harmony chat template that differs from GPT-OSS's: no " +
+                         std::string(fragment));
+    }
+  }
+  return ChatTemplateFor(ChatTemplateKind::kHarmony);
+}
+
+std::string TodayUtc() {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char buf[16];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%d", &utc);
+  return buf;
+}
+
 void RenderChatMl(const ChatTemplate& tmpl, std::span<const ChatMessage> messages,
                   std::string* out) {
   if (!messages.empty() && messages[0].role != "system" && !tmpl.default_system_prompt.empty()) {
@@ -194,6 +228,8 @@ const char* ChatTemplateKindName(ChatTemplateKind kind) {
       return "llama3.1";
     case ChatTemplateKind::kGemma:
       return "gemma";
+    case ChatTemplateKind::kHarmony:
+      return "harmony";
   }
   return "?";
 }
@@ -225,6 +261,8 @@ Result<ChatTemplate> DetectChatTemplate(std::string_view source, std::string_vie
     t.kind = ChatTemplateKind::kLlama3;
     return t;
   }
+  if (Contains(source, "<|start|>") && Contains(source, "<|channel|>"))
+    return DetectHarmony(source);
   if (Contains(source, "<start_of_turn>")) {
     t.kind = ChatTemplateKind::kGemma;
     std::string separator =
@@ -233,7 +271,8 @@ Result<ChatTemplate> DetectChatTemplate(std::string_view source, std::string_vie
     t.gemma_system_supported = !Contains(source, "System role not supported");
     return t;
   }
-  return Unsupported("chat template of an unknown family (supported: ChatML, Llama-3, Gemma)");
+  return Unsupported(
+      "chat template of an unknown family (supported: ChatML, Llama-3, Gemma, harmony)");
 }
 
 Result<std::string> RenderChat(const ChatTemplate& tmpl, std::span<const ChatMessage> messages,
@@ -255,6 +294,11 @@ Result<std::string> RenderChat(const ChatTemplate& tmpl, std::span<const ChatMes
     case ChatTemplateKind::kGemma:
       KVMEM_RETURN_IF_ERROR(RenderGemma(tmpl, messages, &out));
       if (add_generation_prompt) out += "<start_of_turn>model\n";
+      break;
+    case ChatTemplateKind::kHarmony:
+      KVMEM_RETURN_IF_ERROR(
+          RenderHarmony(messages, add_generation_prompt,
+                        tmpl.harmony_date.empty() ? TodayUtc() : tmpl.harmony_date, &out));
       break;
   }
   return out;

@@ -16,6 +16,8 @@
 //            agent stores for it, do not change with the day. Tools are not rendered: messages
 //            carry no tool definitions or calls, and "tool"/"ipython" messages are Unsupported.
 //            An empty conversation, on which the official template fails, gives the system turn.
+//   kHarmony GPT-OSS: harmony.h (a system turn with the date and reasoning effort, a leading system
+//            message as the developer's instructions, earlier replies on the final channel).
 //   kGemma   <start_of_turn>user\n[system + "\n\n"]trim(content)<end_of_turn>\n ...; roles must
 //            alternate user/assistant; "assistant" is written "model".
 //            generation: <start_of_turn>model\n
@@ -31,7 +33,7 @@
 
 namespace kvmem::tokenizer {
 
-enum class ChatTemplateKind { kChatMl, kLlama3, kLlama31, kGemma };
+enum class ChatTemplateKind { kChatMl, kLlama3, kLlama31, kGemma, kHarmony };
 
 // The date_string Llama 3.1/3.2/3.3's templates fall back on when the renderer passes none.
 inline constexpr std::string_view kLlama31DefaultDate = "26 Jul 2024";
@@ -51,6 +53,10 @@ struct ChatTemplate {
   bool gemma_system_supported = true;
   // kLlama31: the "Today Date:" of the system turn, the template's fallback date_string.
   std::string llama31_date = std::string(kLlama31DefaultDate);
+  // kHarmony: the system turn's "Current date" (YYYY-MM-DD). Empty: today's (UTC) at rendering,
+  // as the official template's strftime_now, which has no fallback; a new day changes the
+  // prompt's first message, so an agent's stored rows are prefilled again once.
+  std::string harmony_date;
 };
 
 inline constexpr std::string_view kSmolLm2SystemPrompt =

@@ -98,6 +98,7 @@ Status CheckId(const Vocab& vocab, int32_t id, const char* name) {
 // Texts of turn-ending control tokens of known chat formats (llama.cpp's EOG list).
 constexpr std::string_view kEndOfTurnTexts[] = {
     "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<EOT>", "<|eom_id|>",
+    "<|return|>", "<|call|>",  // harmony (GPT-OSS): the reply ends, or a tool call does
 };
 
 }  // namespace
@@ -175,6 +176,12 @@ Result<Tokenizer> Tokenizer::Create(TokenizerConfig config) {
   }
   for (int32_t id : {config.eos_id, config.eot_id, config.eom_id}) {
     if (id >= 0) t.eog_ids_.push_back(id);
+  }
+  // Harmony ends each message with <|end|> and the reply with <|return|> or <|call|>: where those
+  // two exist, <|end|> does not end generation (llama.cpp's o200k_harmony rule).
+  if (t.vocab_.Find("<|return|>") >= 0 && t.vocab_.Find("<|call|>") >= 0) {
+    const int32_t end = t.vocab_.Find("<|end|>");
+    t.eog_ids_.erase(std::remove(t.eog_ids_.begin(), t.eog_ids_.end(), end), t.eog_ids_.end());
   }
   std::sort(t.eog_ids_.begin(), t.eog_ids_.end());
   t.eog_ids_.erase(std::unique(t.eog_ids_.begin(), t.eog_ids_.end()), t.eog_ids_.end());

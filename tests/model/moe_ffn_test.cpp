@@ -26,7 +26,7 @@ std::vector<float> LogitsOf(const std::vector<float>& probs) {
 // The n_expert_used largest logits, best first, lower index on ties. qwen3moe: weights are their
 // softmax probabilities divided by the chosen ones' sum (hand-computed below).
 TEST(MoeFfn, SelectsTheLargestLogits) {
-  const std::vector<float> logits = LogitsOf({0.1f, 0.4f, 0.2f, 0.3f,     // token 0
+  const std::vector<float> logits = LogitsOf({0.1f, 0.4f, 0.2f, 0.3f,      // token 0
                                               0.25f, 0.25f, 0.4f, 0.1f});  // token 1: a tie
   std::vector<int32_t> chosen(4);
   std::vector<float> weights(4);

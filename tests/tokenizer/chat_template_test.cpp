@@ -46,6 +46,7 @@ TEST(ChatTemplate, MatchesJinjaRenders) {
   for (const auto& [name, source] : v["templates"].items()) {
     auto t = DetectChatTemplate(source.get<std::string>(), "");
     ASSERT_TRUE(t.ok()) << name << ": " << t.status().ToString();
+    if (t->kind == ChatTemplateKind::kHarmony) t->harmony_date = v["harmony_date"];
     templates[name] = *t;
   }
   ASSERT_GT(v["cases"].size(), 180u);

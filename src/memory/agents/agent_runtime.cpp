@@ -12,6 +12,7 @@
 #include "engine/stop_strings.h"
 #include "kv/kv_sequence.h"
 #include "memory/agents/agent_slot.h"
+#include "tokenizer/harmony.h"
 
 namespace kvmem::memory {
 namespace {
@@ -254,8 +255,8 @@ Status AgentRuntime::DecodeReply(MemoryPolicy& policy, std::vector<float>* logit
   const auto t0 = Clock::now();
   engine::Sampler sampler(params.sampler);
   engine::StopMatcher stops(params.stop);
-  tokenizer::StreamingDecoder decoder(&tok_);
   const std::span<const int32_t> context = policy.context_tokens();
+  tokenizer::ReplyDecoder decoder(&tok_, context);
   std::vector<int32_t> history(context.begin(), context.end());
   r->end = TurnEnd::kLength;
   bool cancelled = false;
