@@ -1,10 +1,8 @@
 #!/usr/bin/env python3
 """Generates the Unicode data that BERT's normalizer needs beyond the general-category classes of
-src/tokenizer/unicode_tables.cpp, as two files in src/memory/embed/:
+src/tokenizer/unicode_tables.cpp (NFD comes from the tokenizer's NFC data, src/tokenizer/nfc.h),
+in src/memory/embed/:
 
-  bert_nfd_tables.cpp    canonical decompositions (one step each: at most two code points;
-                         Hangul syllables are left to the algorithm) and canonical combining
-                         classes (for NFD's canonical ordering);
   bert_case_tables.cpp   per-character full lowercase mappings (UnicodeData + unconditional
                          SpecialCasing, as Rust's char::to_lowercase and Python's str.lower of
                          one character give them: at most two code points), the
@@ -38,7 +36,6 @@ def assigned_in(version):
         present[bounds[i]:bounds[i + 1]] = b"\x01" * (bounds[i + 1] - bounds[i])
     return present
 
-HANGUL_FIRST, HANGUL_LAST = 0xAC00, 0xD7A3
 
 
 def header(out, what):
@@ -83,26 +80,15 @@ def emit_array(out, ctype, name, items, fmt):
 
 def main():
     outdir = sys.argv[1] if len(sys.argv) > 1 else "src/memory/embed"
-    decomp, lower, ccc = [], [], []
+    lower = []
     for cp in range(0x110000):
         if 0xD800 <= cp <= 0xDFFF:
             continue
         c = chr(cp)
-        d = unicodedata.decomposition(c)
-        if d and not d.startswith("<") and not (HANGUL_FIRST <= cp <= HANGUL_LAST):
-            parts = [int(x, 16) for x in d.split()]
-            assert 1 <= len(parts) <= 2, hex(cp)
-            decomp.append((cp, parts[0], parts[1] if len(parts) == 2 else 0))
         lo = c.lower()
         if lo != c:
             assert len(lo) <= 2, hex(cp)
             lower.append((cp, ord(lo[0]), ord(lo[1]) if len(lo) == 2 else 0))
-    prev = 0
-    for cp in range(0x110000):
-        cc = unicodedata.combining(chr(cp))
-        if cc != prev:
-            ccc.append((cc << 24) | cp)
-            prev = cc
     old = assigned_in(CATEGORY_UNICODE_VERSION)
     mn = ranges(lambda cp: old[cp] and unicodedata.category(chr(cp)) == "Mn")
     # BertNormalizer drops Cc, Cf and Co (and surrogates) but keeps unassigned code points (Cn):
@@ -111,15 +97,6 @@ def main():
         lambda cp: old[cp] and unicodedata.category(chr(cp)) in ("Cc", "Cf", "Co", "Cs"))
     punct = ranges(lambda cp: old[cp] and unicodedata.category(chr(cp)).startswith("P"))
 
-    with open(outdir + "/bert_nfd_tables.cpp", "w") as out:
-        header(out, "NFD data")
-        out.write('const char kBertUnicodeVersion[] = "%s";\n\n' % unicodedata.unidata_version)
-        out.write("// (code point, first, second or 0), sorted by code point.\n")
-        emit_array(out, "uint32_t", "kDecomp", [x for e in decomp for x in e], "0x%x")
-        out.write("// (combining class << 24) | first code point, sorted; a range runs to the "
-                  "next.\n")
-        emit_array(out, "uint32_t", "kCccRanges", ccc, "0x%08x")
-        footer(out)
     with open(outdir + "/bert_case_tables.cpp", "w") as out:
         header(out, "Lowercase, and Mn, C*, P* of the characters Unicode %s had"
                % CATEGORY_UNICODE_VERSION)

@@ -66,10 +66,11 @@ uint32_t Compose(uint32_t starter, uint32_t c) {
   return it == pairs.end() ? 0 : it->second;
 }
 
-// Stable sort of each run of non-starters by combining class (canonical ordering).
-void CanonicalOrder(std::vector<uint32_t>* cps) {
+// Stable sort of each run of non-starters from cps[from] on by combining class (canonical
+// ordering).
+void CanonicalOrder(std::vector<uint32_t>* cps, size_t from = 0) {
   auto& v = *cps;
-  for (size_t i = 0; i < v.size();) {
+  for (size_t i = from; i < v.size();) {
     if (CanonicalCombiningClass(v[i]) == 0) {
       ++i;
       continue;
@@ -107,6 +108,12 @@ void ComposeAll(std::vector<uint32_t>* cps) {
 }
 
 }  // namespace
+
+void AppendNfd(const uint32_t* first, const uint32_t* last, std::vector<uint32_t>* out) {
+  const size_t start = out->size();
+  for (const uint32_t* p = first; p != last; ++p) Decompose(*p, out);
+  CanonicalOrder(out, start);
+}
 
 uint8_t CanonicalCombiningClass(uint32_t cp) {
   if (cp < 0x300 || cp > 0x10FFFF) return 0;

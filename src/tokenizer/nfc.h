@@ -12,12 +12,17 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace kvmem::tokenizer {
 
 // The NFC form of `text`. Text whose code points all lie below U+0300 (ASCII, Latin-1, most of
 // Latin Extended) is already NFC and is returned as is without decoding.
 std::string NormalizeNfc(std::string_view text);
+
+// The NFD of the code points [first, last), appended to `out`: their canonical decompositions
+// (Hangul syllables by the algorithm), then canonical ordering of the runs of non-starters.
+void AppendNfd(const uint32_t* first, const uint32_t* last, std::vector<uint32_t>* out);
 
 // Canonical combining class of a code point (0 for starters and values past U+10FFFF).
 uint8_t CanonicalCombiningClass(uint32_t cp);

@@ -16,15 +16,12 @@
 #include <cstdint>
 #include <vector>
 
+#include "tokenizer/nfc.h"
+
 namespace kvmem::memory::embed {
 
-// Appends the NFD of the code points [first, last) to *out: each code point fully decomposed
-// (canonical mappings only; Hangul syllables by the algorithm), then runs of non-starters put in
-// canonical order (stable sort by combining class).
-void AppendNfd(const uint32_t* first, const uint32_t* last, std::vector<uint32_t>* out);
-
-// Canonical_Combining_Class; 0 for starters and for values past U+10FFFF.
-uint8_t CombiningClass(uint32_t cp);
+// NFD (strip_accents decomposes first): the tokenizer's, one copy of Unicode's canonical data.
+using tokenizer::AppendNfd;
 
 // General category Mn.
 bool IsNonspacingMark(uint32_t cp);
@@ -44,12 +41,6 @@ void AppendLowercase(uint32_t cp, std::vector<uint32_t>* out);
 bool IsCjkIdeograph(uint32_t cp);
 
 namespace internal {
-extern const char kBertUnicodeVersion[];
-// bert_nfd_tables.cpp
-extern const uint32_t kDecomp[];     // (cp, first, second or 0) triples, sorted by cp
-extern const size_t kDecompSize;     // array length (3 per entry)
-extern const uint32_t kCccRanges[];  // (ccc << 24) | first_cp, sorted; a range runs to the next
-extern const size_t kCccRangesSize;
 // bert_case_tables.cpp
 extern const uint32_t kLower[];  // (cp, first, second or 0) triples, sorted by cp
 extern const size_t kLowerSize;
