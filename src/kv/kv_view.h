@@ -56,6 +56,10 @@ class KvView {
 
   // Appends rows to every list, merging with the last run when contiguous in block and position.
   void Append(RowRef first, int n, int64_t first_pos);
+  // Appends rows to (l, g)'s own list only (given one first), merging likewise.
+  void AppendToHead(int l, int g, RowRef first, int n, int64_t first_pos) {
+    AppendTo(mutable_head(l, g), first, n, first_pos);
+  }
   // Live rows (l, g) reads, and slots including dead ones.
   int64_t n_rows(int l, int g = 0) const;
   int64_t n_slots(int l, int g = 0) const;

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "core/base64.h"
 #include "engine/forward.h"
 
 namespace kvmem::memory {
@@ -18,46 +19,13 @@ std::vector<ConfigField> Fields() {
   };
 }
 
-constexpr char kB64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
 std::string Base64(const std::vector<double>& v) {
-  std::string bytes(v.size() * sizeof(double), '\0');
-  std::memcpy(bytes.data(), v.data(), bytes.size());
-  std::string out;
-  out.reserve((bytes.size() + 2) / 3 * 4);
-  for (size_t i = 0; i < bytes.size(); i += 3) {
-    uint32_t n = static_cast<uint8_t>(bytes[i]) << 16;
-    if (i + 1 < bytes.size()) n |= static_cast<uint8_t>(bytes[i + 1]) << 8;
-    if (i + 2 < bytes.size()) n |= static_cast<uint8_t>(bytes[i + 2]);
-    out += kB64[(n >> 18) & 63];
-    out += kB64[(n >> 12) & 63];
-    out += i + 1 < bytes.size() ? kB64[(n >> 6) & 63] : '=';
-    out += i + 2 < bytes.size() ? kB64[n & 63] : '=';
-  }
-  return out;
+  return Base64Encode(std::string_view(reinterpret_cast<const char*>(v.data()),
+                                       v.size() * sizeof(double)));
 }
 
 Result<std::vector<double>> FromBase64(const std::string& s) {
-  if (s.size() % 4 != 0) return Corrupt("h2o state: scores are not base64");
-  std::string bytes;
-  bytes.reserve(s.size() / 4 * 3);
-  for (size_t i = 0; i < s.size(); i += 4) {
-    uint32_t n = 0;
-    int pad = 0;
-    for (int j = 0; j < 4; ++j) {
-      const char c = s[i + j];
-      const char* p = c == '=' ? nullptr : std::strchr(kB64, c);
-      if (c == '=' && i + 4 == s.size() && j >= 2) {
-        ++pad;
-      } else if (p == nullptr || c == '\0' || pad > 0) {
-        return Corrupt("h2o state: scores are not base64");
-      }
-      n = (n << 6) | (p ? static_cast<uint32_t>(p - kB64) : 0);
-    }
-    bytes += static_cast<char>(n >> 16);
-    if (pad < 2) bytes += static_cast<char>((n >> 8) & 255);
-    if (pad < 1) bytes += static_cast<char>(n & 255);
-  }
+  KVMEM_ASSIGN_OR_RETURN(std::string bytes, Base64Decode(s, "h2o state: scores"));
   if (bytes.size() % sizeof(double) != 0) return Corrupt("h2o state: scores are not doubles");
   std::vector<double> v(bytes.size() / sizeof(double));
   std::memcpy(v.data(), bytes.data(), bytes.size());

@@ -1,0 +1,90 @@
+// Block prefill under a fixed budget (EpiCache §2.2-2.3, Eq. 3; papers/epicache.txt and the
+// official apple/ml-epicache): a history is prefilled M_block tokens at a time over a
+// compressed cache (compressed_cache.h); after each block every candidate row (the cache's and
+// the block's) is scored, each (layer, KV head) keeps its best rows and the rest are dropped,
+// so the rows held never exceed the budget plus one block.
+//
+// Scores (RowScore), as the paper adapts each method to block prefill (§4.1, appendix A.2):
+//   kPromptAttention  Eq. 3's s_max: the largest softmax weight any token of a patched prompt
+//                     (run after the block, then dropped) and any query head of the KV head's
+//                     group gives the row. EpiCache (the episode's medoid), InfiniPot (a generic
+//                     prompt).
+//   kWindowAttention  the same from the block's own last `window` tokens (SnapKV).
+//   kKeyDiff          the negative cosine of the row's key with the mean key of the candidates
+//                     (KeyDiff's anchor), per (layer, KV head).
+//   kRecency          the most recent rows, after `sinks` first positions (StreamingLLM).
+// Budgets (HeadBudget): kUniform keeps layer_rows[l] rows in each KV head; kPair (the official
+// code's default, "head-wise non-uniform selection" after Ada-KV) keeps the layer's best
+// layer_rows[l] * n_kv_heads rows over all its heads, so heads keep different counts (at most
+// the region's capacity each). Rows at positions below keep_first (the system prompt) are always
+// kept, outside the budget. Ties keep the more recent row.
+// Sliding-window layers keep the rows the next token can still read (the last window
+// positions), unscored: no later token reads the others.
+// Thread-safety: not thread-safe; the ThreadPool parallelizes inside.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "core/status.h"
+#include "core/thread_pool.h"
+#include "kv/kv_sequence.h"
+#include "memory/episodic/compressed_cache.h"
+#include "model/model.h"
+
+namespace kvmem::memory {
+
+enum class RowScore { kPromptAttention, kWindowAttention, kKeyDiff, kRecency };
+enum class HeadBudget { kUniform, kPair };
+
+struct CompressionConfig {
+  std::vector<int64_t> layer_rows;  // (n_layers) rows kept per KV head (global layers)
+  HeadBudget heads = HeadBudget::kUniform;
+  RowScore score = RowScore::kPromptAttention;
+  int64_t keep_first = 0;  // positions always kept (outside the budget)
+  int64_t sinks = 0;       // kRecency: first positions kept within the budget
+  int window = 64;         // kWindowAttention: the block's last tokens that score
+  int max_batch = 256;     // prefill micro-batch
+};
+
+// The region capacity a config needs: the largest layer budget (kPair: times the KV heads)
+// plus keep_first, and every sliding window.
+int64_t RegionCapacity(const model::ModelSpec& spec, const CompressionConfig& config);
+
+// Scores of the candidate rows of one compression step, per (layer, KV head): index i below the
+// cache's kept count of (l, g) is its slot i, then the tail rows [tail_first, n_rows) in order.
+struct CandidateScores {
+  int n_kv_heads = 0;
+  std::vector<std::vector<float>> of;  // (n_layers * n_kv_heads)
+};
+
+// Prefills `tokens` at positions first_pos.. over the cache and the tail (SetView), appending
+// their rows to seq (window release must be off). When `window_scores` is given, the last
+// `window` tokens score the candidates (kWindowAttention) as they run.
+Status PrefillOverCache(const model::Model& model, ThreadPool* threads, kv::KvSequence* seq,
+                        const CompressedCache& cache, int64_t tail_first,
+                        std::span<const int32_t> tokens, int64_t first_pos, int max_batch,
+                        int window = 0, CandidateScores* window_scores = nullptr);
+
+// Scores the candidates as `config` says (kPromptAttention runs `prompt` after the tail and
+// drops its rows; kWindowAttention takes `window_scores` from PrefillOverCache), keeps each
+// (layer, KV head)'s best, and writes them into the cache's region in position order (rows
+// copied in place; the tail rows are left for the caller to drop). next_pos: the position after
+// the tail. On error the cache is unchanged unless rows were being written (Internal).
+Status CompressTail(const model::Model& model, ThreadPool* threads, kv::KvSequence* seq,
+                    CompressedCache* cache, int64_t tail_first, int64_t next_pos,
+                    std::span<const int32_t> prompt, const CompressionConfig& config,
+                    const CandidateScores* window_scores = nullptr);
+
+// Block prefill of a whole history: `tokens` at positions first_pos.. in blocks of `block`
+// tokens, each prefilled over the cache, compressed into it and dropped. The cache's region
+// must be the last rows of seq. progress (may be empty) gets tokens done of the total.
+Status BuildCompressedCache(const model::Model& model, ThreadPool* threads, kv::KvSequence* seq,
+                            CompressedCache* cache, std::span<const int32_t> tokens,
+                            int64_t first_pos, int64_t block, std::span<const int32_t> prompt,
+                            const CompressionConfig& config,
+                            const std::function<void(int64_t, int64_t)>& progress = {});
+
+}  // namespace kvmem::memory
