@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "engine/forward.h"
+#include "kernels/ops.h"
 
 namespace kvmem::memory {
 namespace {
@@ -215,39 +216,17 @@ int64_t RegionCapacity(const model::ModelSpec& spec, const CompressionConfig& co
 Status PrefillOverCache(const model::Model& model, ThreadPool* threads, kv::KvSequence* seq,
                         const CompressedCache& cache, int64_t tail_first,
                         std::span<const int32_t> tokens, int64_t first_pos, int max_batch,
-                        int window, CandidateScores* window_scores) {
-  const int64_t n = static_cast<int64_t>(tokens.size());
-  if (n == 0) return Status::Ok();
+                        std::vector<float>* logits) {
+  if (tokens.empty()) return InvalidArgument("no tokens to prefill");
   SetView(cache, seq, tail_first);
-  const int64_t tail_end = seq->n_rows() + n;
-  if (window_scores != nullptr) {
-    *window_scores = MakeScores(cache, tail_end - tail_first, 0.0f);
-  }
-  engine::ForwardPass fp(model, threads);
-  for (int64_t begin = 0; begin < n; begin += max_batch) {
-    const int64_t end = std::min(n, begin + max_batch);
-    engine::Batch b;
-    b.tokens.assign(tokens.begin() + begin, tokens.begin() + end);
-    for (int64_t i = begin; i < end; ++i) b.positions.push_back(first_pos + i);
-    const int64_t t0 = std::max<int64_t>(0, n - window - begin);
-    if (window_scores != nullptr && t0 < end - begin) {
-      fp.set_tap([&, t0](const engine::TapContext& tap) {
-        const CandidateMap map(*seq, cache, tail_first, tail_end);
-        MaxAttention(tap, static_cast<int>(t0), model.spec(), cache, map, threads, window_scores);
-      });
-    } else {
-      fp.set_tap(nullptr);
-    }
-    KVMEM_RETURN_IF_ERROR(fp.Begin(b, seq));
-    while (!fp.done()) fp.StepLayer();
-  }
-  return Status::Ok();
+  std::vector<float> unused;
+  return engine::Forward(model, threads, seq, tokens, first_pos, false,
+                         logits != nullptr ? logits : &unused, max_batch);
 }
 
 Status CompressTail(const model::Model& model, ThreadPool* threads, kv::KvSequence* seq,
                     CompressedCache* cache, int64_t tail_first, int64_t next_pos,
-                    std::span<const int32_t> prompt, const CompressionConfig& config,
-                    const CandidateScores* window_scores) {
+                    std::span<const int32_t> prompt, const CompressionConfig& config) {
   const model::ModelSpec& spec = model.spec();
   if (static_cast<int>(config.layer_rows.size()) != spec.n_layers) {
     return InvalidArgument("layer budgets: " + std::to_string(config.layer_rows.size()) + " for " +
@@ -275,11 +254,6 @@ Status CompressTail(const model::Model& model, ThreadPool* threads, kv::KvSequen
       seq->Truncate(rows_before);  // the prompt is not kept
       break;
     }
-    case RowScore::kWindowAttention:
-      if (window_scores == nullptr)
-        return InvalidArgument("window attention needs the window's scores");
-      scores = *window_scores;
-      break;
     case RowScore::kKeyDiff:
       scores = MakeScores(*cache, n_tail, 0.0f);
       KeyDiffScores(*seq, *cache, tail_first, spec, threads, &scores);
@@ -358,23 +332,29 @@ Status CompressTail(const model::Model& model, ThreadPool* threads, kv::KvSequen
 Status BuildCompressedCache(const model::Model& model, ThreadPool* threads, kv::KvSequence* seq,
                             CompressedCache* cache, std::span<const int32_t> tokens,
                             int64_t first_pos, int64_t block, std::span<const int32_t> prompt,
-                            const CompressionConfig& config,
+                            const CompressionConfig& config, int64_t max_pos,
                             const std::function<void(int64_t, int64_t)>& progress) {
   if (block <= 0) return InvalidArgument("the block must hold at least one token");
   if (seq->window_release()) return InvalidArgument("block prefill needs window release off");
   const auto n = static_cast<int64_t>(tokens.size());
-  const bool window = config.score == RowScore::kWindowAttention;
+  int64_t pos = first_pos;
   for (int64_t begin = 0; begin < n; begin += block) {
     const int64_t end = std::min(n, begin + block);
+    if (pos + (end - begin) > max_pos) {
+      Replace(model, seq, cache);
+      pos = cache->next_pos;
+    }
+    const std::span<const int32_t> part = tokens.subspan(begin, end - begin);
     const int64_t tail_first = seq->n_rows();
-    CandidateScores window_scores;
     Status st =
-        PrefillOverCache(model, threads, seq, *cache, tail_first,
-                         tokens.subspan(begin, end - begin), first_pos + begin, config.max_batch,
-                         window ? config.window : 0, window ? &window_scores : nullptr);
+        PrefillOverCache(model, threads, seq, *cache, tail_first, part, pos, config.max_batch);
+    pos += end - begin;
     if (st.ok()) {
-      st = CompressTail(model, threads, seq, cache, tail_first, first_pos + end, prompt, config,
-                        window ? &window_scores : nullptr);
+      const std::span<const int32_t> p =
+          config.window_prompt > 0
+              ? part.last(std::min<size_t>(part.size(), static_cast<size_t>(config.window_prompt)))
+              : prompt;
+      st = CompressTail(model, threads, seq, cache, tail_first, pos, p, config);
     }
     seq->Truncate(tail_first);
     seq->view().Clear();
@@ -382,6 +362,36 @@ Status BuildCompressedCache(const model::Model& model, ThreadPool* threads, kv::
     if (progress) progress(end, n);
   }
   return Status::Ok();
+}
+
+void Replace(const model::Model& model, kv::KvSequence* seq, CompressedCache* cache) {
+  const std::vector<kv::RopeSpec> rope = model.rope_specs();
+  kv::KvPool* pool = seq->pool();
+  const kv::KvGeometry& geo = pool->geometry();
+  const int n_kv = geo.n_kv_heads, hk = geo.head_dim_k;
+  std::vector<float> k(static_cast<size_t>(n_kv) * hk),
+      v(static_cast<size_t>(n_kv) * geo.head_dim_v);
+  const int64_t end = cache->capacity;
+  for (int l = 0; l < cache->n_layers; ++l) {
+    const kv::RopeSpec& r = rope[l];
+    for (int64_t j = 0; j < cache->layer_rows(l); ++j) {
+      const kv::RowRef row = RowAt(*seq, cache->first_row + j);
+      pool->ReadToken(row, l, k.data(), v.data());
+      for (int g = 0; g < n_kv; ++g) {
+        const std::vector<int64_t>& pos = cache->of(l, g);
+        if (j >= static_cast<int64_t>(pos.size())) continue;
+        const int64_t to = end - static_cast<int64_t>(pos.size()) + j;
+        kernels::Rope(k.data() + static_cast<size_t>(g) * hk, 1, hk, r.rot_dim, to - pos[j],
+                      r.freq_base, r.mode, r.factors(), r.scaling);
+      }
+      pool->WriteToken(row, l, k.data(), v.data());
+    }
+  }
+  for (std::vector<int64_t>& pos : cache->pos) {
+    const int64_t first = end - static_cast<int64_t>(pos.size());
+    for (size_t j = 0; j < pos.size(); ++j) pos[j] = first + static_cast<int64_t>(j);
+  }
+  cache->next_pos = end;
 }
 
 }  // namespace kvmem::memory

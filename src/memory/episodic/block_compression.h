@@ -8,8 +8,8 @@
 //   kPromptAttention  Eq. 3's s_max: the largest softmax weight any token of a patched prompt
 //                     (run after the block, then dropped) and any query head of the KV head's
 //                     group gives the row. EpiCache (the episode's medoid), InfiniPot (a generic
-//                     prompt).
-//   kWindowAttention  the same from the block's own last `window` tokens (SnapKV).
+//                     prompt), SnapKV (the block's own last 64 tokens as the prompt, as the
+//                     paper adapts it: `window_prompt`).
 //   kKeyDiff          the negative cosine of the row's key with the mean key of the candidates
 //                     (KeyDiff's anchor), per (layer, KV head).
 //   kRecency          the most recent rows, after `sinks` first positions (StreamingLLM).
@@ -36,7 +36,7 @@
 
 namespace kvmem::memory {
 
-enum class RowScore { kPromptAttention, kWindowAttention, kKeyDiff, kRecency };
+enum class RowScore { kPromptAttention, kKeyDiff, kRecency };
 enum class HeadBudget { kUniform, kPair };
 
 struct CompressionConfig {
@@ -45,7 +45,7 @@ struct CompressionConfig {
   RowScore score = RowScore::kPromptAttention;
   int64_t keep_first = 0;  // positions always kept (outside the budget)
   int64_t sinks = 0;       // kRecency: first positions kept within the budget
-  int window = 64;         // kWindowAttention: the block's last tokens that score
+  int window_prompt = 0;   // > 0: the patched prompt is the block's last tokens (SnapKV)
   int max_batch = 256;     // prefill micro-batch
 };
 
@@ -61,30 +61,35 @@ struct CandidateScores {
 };
 
 // Prefills `tokens` at positions first_pos.. over the cache and the tail (SetView), appending
-// their rows to seq (window release must be off). When `window_scores` is given, the last
-// `window` tokens score the candidates (kWindowAttention) as they run.
+// their rows to seq (window release must be off). logits (may be null) of the last token.
 Status PrefillOverCache(const model::Model& model, ThreadPool* threads, kv::KvSequence* seq,
                         const CompressedCache& cache, int64_t tail_first,
                         std::span<const int32_t> tokens, int64_t first_pos, int max_batch,
-                        int window = 0, CandidateScores* window_scores = nullptr);
+                        std::vector<float>* logits = nullptr);
 
 // Scores the candidates as `config` says (kPromptAttention runs `prompt` after the tail and
-// drops its rows; kWindowAttention takes `window_scores` from PrefillOverCache), keeps each
-// (layer, KV head)'s best, and writes them into the cache's region in position order (rows
-// copied in place; the tail rows are left for the caller to drop). next_pos: the position after
-// the tail. On error the cache is unchanged unless rows were being written (Internal).
+// drops its rows), keeps each (layer, KV head)'s best, and writes them into the cache's region
+// in position order (rows copied in place; the tail rows are left for the caller to drop).
+// next_pos: the position after the tail. On error before the copy the cache is unchanged.
 Status CompressTail(const model::Model& model, ThreadPool* threads, kv::KvSequence* seq,
                     CompressedCache* cache, int64_t tail_first, int64_t next_pos,
-                    std::span<const int32_t> prompt, const CompressionConfig& config,
-                    const CandidateScores* window_scores = nullptr);
+                    std::span<const int32_t> prompt, const CompressionConfig& config);
 
 // Block prefill of a whole history: `tokens` at positions first_pos.. in blocks of `block`
-// tokens, each prefilled over the cache, compressed into it and dropped. The cache's region
-// must be the last rows of seq. progress (may be empty) gets tokens done of the total.
+// tokens, each prefilled over the cache, compressed into it (with `prompt`, or the block's last
+// config.window_prompt tokens) and dropped. The cache's region must be the last rows of seq.
+// When the next position would pass max_pos, the kept rows are first re-placed (Replace).
+// progress (may be empty) gets tokens done of the total.
 Status BuildCompressedCache(const model::Model& model, ThreadPool* threads, kv::KvSequence* seq,
                             CompressedCache* cache, std::span<const int32_t> tokens,
                             int64_t first_pos, int64_t block, std::span<const int32_t> prompt,
-                            const CompressionConfig& config,
+                            const CompressionConfig& config, int64_t max_pos = INT64_MAX,
                             const std::function<void(int64_t, int64_t)>& progress = {});
+
+// Re-places the cache's kept rows at compact positions ending at its capacity: slot j of
+// (l, g) moves to capacity - n(l, g) + j (keys re-rotated, per KV head, by the difference; the
+// storage format's rounding is the only loss), so the order and the recency of what is kept
+// stay and the next position becomes the capacity. For histories that outgrow the context.
+void Replace(const model::Model& model, kv::KvSequence* seq, CompressedCache* cache);
 
 }  // namespace kvmem::memory
