@@ -70,6 +70,13 @@ void KvSequence::Truncate(int64_t n) {
   }
 }
 
+void KvSequence::ReleaseStorage(size_t index, int layer) {
+  const int32_t b = blocks_[index];
+  if (!pool_->has_layer(b, layer)) return;
+  view_.Hide({b, 0}, pool_->geometry().block_rows, layer);
+  pool_->ReleaseLayer(b, layer);
+}
+
 size_t KvSequence::ReleaseLayerThrough(int layer, int64_t cut) {
   const int block_rows = pool_->geometry().block_rows;
   const size_t whole_blocks = static_cast<size_t>(n_rows_ / block_rows);

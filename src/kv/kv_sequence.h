@@ -46,6 +46,10 @@ class KvSequence {
   // Releases `layer`'s storage of the leading whole blocks whose rows all sit at rotated
   // positions <= cut (see above). Returns the bytes given back.
   size_t ReleaseLayerThrough(int layer, int64_t cut);
+  // Gives back `layer`'s storage of the block at blocks()[index] without the window's
+  // bookkeeping: rows a policy keeps elsewhere (a compressed cache's unused slots). The block's
+  // rows must not be read or written in that layer again, nor the block appended to.
+  void ReleaseStorage(size_t index, int layer);
   // The highest position of a row whose `layer` storage was released, or kNoPosition.
   int64_t released_through(int layer) const { return released_through_[layer]; }
 

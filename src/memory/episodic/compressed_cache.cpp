@@ -32,8 +32,16 @@ std::vector<int64_t> BlockFirstRows(const kv::KvSequence& seq) {
   return first;
 }
 
-Result<CompressedCache> AllocateRegion(kv::KvSequence* seq, int64_t capacity) {
+Result<CompressedCache> AllocateRegion(kv::KvSequence* seq, int64_t capacity,
+                                       std::span<const int64_t> layer_rows) {
   const kv::KvGeometry& g = seq->pool()->geometry();
+  const int64_t br = g.block_rows;
+  if (!layer_rows.empty()) {
+    if (seq->n_rows() % br != 0) {
+      return InvalidArgument("a region with layer budgets must start at a block boundary");
+    }
+    capacity = (capacity + br - 1) / br * br;
+  }
   CompressedCache c;
   c.n_layers = g.n_layers;
   c.n_kv_heads = g.n_kv_heads;
@@ -46,6 +54,12 @@ Result<CompressedCache> AllocateRegion(kv::KvSequence* seq, int64_t capacity) {
   const std::vector<float> v(static_cast<size_t>(g.n_kv_heads) * g.head_dim_v, 0.0f);
   for (const kv::RowRef r : rows) {
     for (int l = 0; l < g.n_layers; ++l) seq->pool()->WriteToken(r, l, k.data(), v.data());
+  }
+  for (size_t l = 0; l < layer_rows.size(); ++l) {
+    const int64_t first_block = c.first_row / br, end_block = (c.first_row + capacity) / br;
+    for (int64_t b = first_block + (layer_rows[l] + br - 1) / br; b < end_block; ++b) {
+      seq->ReleaseStorage(static_cast<size_t>(b), static_cast<int>(l));
+    }
   }
   return c;
 }

@@ -15,6 +15,9 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/status.h"
@@ -48,8 +51,13 @@ kv::RowRef RowAt(const kv::KvSequence& seq, int64_t i);
 // Storage index of each block of seq's (block id -> index of its first row; -1 elsewhere).
 std::vector<int64_t> BlockFirstRows(const kv::KvSequence& seq);
 
-// Appends `capacity` rows to seq, zero in every layer, as an empty cache's region.
-Result<CompressedCache> AllocateRegion(kv::KvSequence* seq, int64_t capacity);
+// Appends `capacity` rows to seq, zero in every layer, as an empty cache's region. With
+// layer_rows (n_layers), the rows each layer can keep: the region starts and ends at block
+// boundaries (capacity rounded up; InvalidArgument when seq does not end at one) and each layer
+// gives back the storage of the region's blocks past its rows (KvSequence::ReleaseStorage), so a
+// layer with a small budget or a short window costs what it keeps.
+Result<CompressedCache> AllocateRegion(kv::KvSequence* seq, int64_t capacity,
+                                       std::span<const int64_t> layer_rows = {});
 
 // seq's view becomes, for each (l, g): the cache's kept rows at their positions, then the plain
 // rows [tail_first, seq->n_rows()) at the positions their keys were rotated at. Rows appended

@@ -106,6 +106,7 @@ Status AgentStore::Load(const AgentKey& key, kv::KvSequence* seq, AgentRecord* o
 
   const int block_rows = m->geometry.block_rows;
   std::vector<int64_t> release_cut(m->geometry.n_layers, kv::kNoPosition);
+  std::vector<bool> kept_before(m->geometry.n_layers, false);  // a block keeping the layer seen
   std::vector<uint8_t> file;
   uint64_t bytes_read = 0;
   for (size_t i = 0; i < m->blocks.size(); ++i) {
@@ -124,8 +125,16 @@ Status AgentStore::Load(const AgentKey& key, kv::KvSequence* seq, AgentRecord* o
       return (d.ok() ? st : d.status())
           .WithContext(where + ", block " + std::to_string(i) + " ('" + entry.file + "')");
     }
-    for (int l : entry.released_layers) {
-      for (int64_t p : d->positions) release_cut[l] = std::max(release_cut[l], p);
+    // A leading run of releases is the window's (the sequence keeps account of it); a layer
+    // released after a block that keeps it is storage a policy gave back.
+    for (int l = 0; l < m->geometry.n_layers; ++l) {
+      const bool released = std::binary_search(entry.released_layers.begin(),
+                                               entry.released_layers.end(), l);
+      if (!released) {
+        kept_before[l] = true;
+      } else if (!kept_before[l]) {
+        for (int64_t p : d->positions) release_cut[l] = std::max(release_cut[l], p);
+      }
     }
     bytes_read += file.size();
   }

@@ -89,7 +89,6 @@ Result<BlockEntry> ParseBlock(const Json& j, const std::string& path, const kv::
 // Rows and releases must add up the way a KvSequence lays them out.
 Status CheckBlocks(const AgentManifest& m) {
   int64_t rows = 0;
-  std::vector<bool> kept_before(m.geometry.n_layers, false);  // a kept block already seen
   for (size_t i = 0; i < m.blocks.size(); ++i) {
     const BlockEntry& b = m.blocks[i];
     const std::string p = "blocks[" + std::to_string(i) + "]";
@@ -99,16 +98,6 @@ Status CheckBlocks(const AgentManifest& m) {
     }
     if (!b.released_layers.empty() && b.n_rows != m.geometry.block_rows) {
       return Corrupt(p + ".released_layers: only whole blocks can be released");
-    }
-    size_t r = 0;
-    for (int l = 0; l < m.geometry.n_layers; ++l) {
-      const bool released = r < b.released_layers.size() && b.released_layers[r] == l;
-      if (released) ++r;
-      if (released && kept_before[l]) {
-        return Corrupt(p + ".released_layers: layer " + std::to_string(l) +
-                       " released after a block that keeps it (releases cover leading blocks)");
-      }
-      if (!released) kept_before[l] = true;
     }
     rows += b.n_rows;
   }

@@ -19,7 +19,7 @@
 //                                              state are the policy's own, opaque here)
 //
 // ParseManifest checks the schema, the types and everything that needs no outside knowledge
-// (valid names, counts adding up, released layers only on leading whole blocks); comparing with
+// (valid names, counts adding up, released layers only on whole blocks); comparing with
 // the live model and pool is the store's job. Thread-safe: values and pure functions.
 #pragma once
 
@@ -46,7 +46,9 @@ struct BlockEntry {
   int64_t first_pos = 0;             // rotated position of the block's first row
   std::string checksum;              // XXH3-128 of the whole file, hex
   uint64_t bytes = 0;                // file size
-  std::vector<int> released_layers;  // ascending; stored as absent (sliding-window layers)
+  // Ascending; stored as absent: a leading run of a layer's blocks is a sliding-window release
+  // (kv_sequence.h), a later block's is storage a policy gave back (a compressed cache's slots).
+  std::vector<int> released_layers;
 };
 
 // How the agent's rows serve its turns: the memory policy's name and its own config and state
