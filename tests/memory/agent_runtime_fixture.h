@@ -32,6 +32,11 @@ class AgentRuntimeFixture : public ::testing::Test {
     auto s = store::AgentStore::Open({dir_.path(), std::string(32, 'a'), 257});
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     store_.emplace(std::move(*s));
+    // The tiny random BERT of the sentence encoder's tests (no download): what epicache clusters
+    // and routes with.
+    auto enc = embed::SentenceEncoder::Load(std::string(KVMEM_TESTDATA_DIR) + "/embed/tiny");
+    ASSERT_TRUE(enc.ok()) << enc.status().ToString();
+    encoder_.emplace(std::move(*enc));
   }
 
   std::unique_ptr<AgentRuntime> Runtime(size_t hot_budget = size_t{1} << 30,
@@ -43,6 +48,7 @@ class AgentRuntimeFixture : public ::testing::Test {
     o.n_ctx = 512;
     o.max_batch = 16;
     o.hot_budget_bytes = hot_budget;
+    o.encoder = &*encoder_;
     return std::make_unique<AgentRuntime>(*model_, tok_, &threads_, &*store_, o);
   }
 
@@ -70,6 +76,7 @@ class AgentRuntimeFixture : public ::testing::Test {
   tokenizer::Tokenizer tok_ = tokenizer::testing::ByteTokenizer();
   ThreadPool threads_{2};
   std::optional<store::AgentStore> store_;
+  std::optional<embed::SentenceEncoder> encoder_;
   const store::AgentKey ada_{"t", "ada"};
 };
 

@@ -78,6 +78,7 @@ AgentRuntime::AgentRuntime(const model::Model& model, const tokenizer::Tokenizer
   env_.max_history_tokens = options_.max_history_tokens;
   env_.model_fingerprint = options_.model_fingerprint;
   env_.presets_dir = options_.presets_dir;
+  env_.encoder = options_.encoder;
   default_memory_ = *ParseMemorySpec(env_, "full", Json::object());
   const kv::KvPool probe(model.kv_geometry(options_.block_rows), 0, options_.formats);
   chunks_ = std::make_unique<kv::LayerChunks>(probe.layer_bytes(), options_.hot_budget_bytes);

@@ -59,6 +59,9 @@ struct AgentRuntimeOptions {
   int64_t max_history_tokens = int64_t{1} << 17;
   std::string model_fingerprint;  // for per-model presets (PolicyEnv)
   std::string presets_dir;
+  // The sentence encoder policies cluster and route text with (epicache); may be null. Outlives
+  // the runtime.
+  const embed::SentenceEncoder* encoder = nullptr;
 };
 
 struct TurnParams {

@@ -341,11 +341,15 @@ Status BuildCompressedCache(const model::Model& model, ThreadPool* threads, kv::
   for (int64_t begin = 0; begin < n; begin += block) {
     const int64_t end = std::min(n, begin + block);
     if (pos + (end - begin) > max_pos) {
+      std::unique_lock<std::mutex> held;
+      if (config.lock != nullptr) held = std::unique_lock<std::mutex>(*config.lock);
       Replace(model, seq, cache);
       pos = cache->next_pos;
     }
     const std::span<const int32_t> part = tokens.subspan(begin, end - begin);
     const int64_t tail_first = seq->n_rows();
+    std::unique_lock<std::mutex> held;
+    if (config.lock != nullptr) held = std::unique_lock<std::mutex>(*config.lock);
     Status st =
         PrefillOverCache(model, threads, seq, *cache, tail_first, part, pos, config.max_batch);
     pos += end - begin;

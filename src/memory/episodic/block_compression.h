@@ -25,6 +25,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <mutex>
 #include <span>
 #include <vector>
 
@@ -43,10 +44,11 @@ struct CompressionConfig {
   std::vector<int64_t> layer_rows;  // (n_layers) rows kept per KV head (global layers)
   HeadBudget heads = HeadBudget::kUniform;
   RowScore score = RowScore::kPromptAttention;
-  int64_t keep_first = 0;  // positions always kept (outside the budget)
-  int64_t sinks = 0;       // kRecency: first positions kept within the budget
-  int window_prompt = 0;   // > 0: the patched prompt is the block's last tokens (SnapKV)
-  int max_batch = 256;     // prefill micro-batch
+  int64_t keep_first = 0;      // positions always kept (outside the budget)
+  int64_t sinks = 0;           // kRecency: first positions kept within the budget
+  int window_prompt = 0;       // > 0: the patched prompt is the block's last tokens (SnapKV)
+  int max_batch = 256;         // prefill micro-batch
+  std::mutex* lock = nullptr;  // BuildCompressedCache: held around each block's passes
 };
 
 // The region capacity a config needs: the largest layer budget (kPair: times the KV heads)
@@ -77,7 +79,8 @@ Status CompressTail(const model::Model& model, ThreadPool* threads, kv::KvSequen
 
 // Block prefill of a whole history: `tokens` at positions first_pos.. in blocks of `block`
 // tokens, each prefilled over the cache, compressed into it (with `prompt`, or the block's last
-// config.window_prompt tokens) and dropped. The cache's region must be the last rows of seq.
+// config.window_prompt tokens) and dropped: each block's rows are appended past every row of seq
+// (other caches' regions may follow this one) and truncated away.
 // When the next position would pass max_pos, the kept rows are first re-placed (Replace).
 // progress (may be empty) gets tokens done of the total.
 Status BuildCompressedCache(const model::Model& model, ThreadPool* threads, kv::KvSequence* seq,

@@ -52,8 +52,11 @@ Result<CompressedCache> AllocateRegion(kv::KvSequence* seq, int64_t capacity,
                          seq->AppendRows(static_cast<int>(capacity), 0));
   const std::vector<float> k(static_cast<size_t>(g.n_kv_heads) * g.head_dim_k, 0.0f);
   const std::vector<float> v(static_cast<size_t>(g.n_kv_heads) * g.head_dim_v, 0.0f);
-  for (const kv::RowRef r : rows) {
-    for (int l = 0; l < g.n_layers; ++l) seq->pool()->WriteToken(r, l, k.data(), v.data());
+  for (size_t j = 0; j < rows.size(); ++j) {
+    for (int l = 0; l < g.n_layers; ++l) seq->pool()->WriteToken(rows[j], l, k.data(), v.data());
+    // A slot's keys sit at a position per (layer, KV head) (c.pos); the row's own records its
+    // place in the region, which is what the store keeps of it.
+    seq->pool()->set_rotated_pos(rows[j], static_cast<int64_t>(j));
   }
   for (size_t l = 0; l < layer_rows.size(); ++l) {
     const int64_t first_block = c.first_row / br, end_block = (c.first_row + capacity) / br;

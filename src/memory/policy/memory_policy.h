@@ -22,6 +22,9 @@
 //   Persist  a view of what the store saves, valid until the next non-const call.
 //   Report   the last turn's account, JSON (before the first turn since creation or restore:
 //            null, or the policy's standing notes).
+//   Rebuild  between turns, when a client asks: re-organizes the memory from its history (EpiCache
+//            clusters its episodes anew and rebuilds each); a policy with nothing to rebuild
+//            answers null. Returns what it did and cost.
 // Policies are created and restored through the table (policy_table.h), never by name here.
 // Thread-safety: not thread-safe; the runtime runs one turn of an agent at a time (its ticket),
 // and different agents' policies share only the model, the tokenizer and the compute lock.
@@ -39,6 +42,7 @@
 #include "core/thread_pool.h"
 #include "kv/kv_pool.h"
 #include "kv/kv_sequence.h"
+#include "memory/embed/sentence_encoder.h"
 #include "memory/store/prefix_match.h"
 #include "tokenizer/token_span.h"
 #include "model/model.h"
@@ -62,6 +66,9 @@ struct PolicyEnv {
   int64_t max_history_tokens = int64_t{1} << 17;
   std::string model_fingerprint;  // store::ModelFingerprint of the GGUF; "" when unknown
   std::string presets_dir;        // where `kvmem calibrate` writes presets; "" = none
+  // The sentence encoder policies that cluster or route text use (EpiCache's episodes); null
+  // when the server has none. Embedding runs on `threads` under compute_mu.
+  const embed::SentenceEncoder* encoder = nullptr;
 
   // The text a token spells in a rendered prompt ("" for a BOS the tokenizer adds itself).
   std::string_view Piece(int32_t id) const;
@@ -97,7 +104,9 @@ struct PromptAccount {
 // What the store keeps of an agent. The views point into the policy.
 struct PersistedMemory {
   const kv::KvSequence* rows = nullptr;  // every stored row, storage order
-  std::span<const int32_t> tokens;       // (rows->n_rows()) their ids
+  // (rows->n_rows()) their ids; rows that hold no single token (EpiCache's compressed slots,
+  // whose layers and KV heads each hold a different one) carry 0.
+  std::span<const int32_t> tokens;
   std::string_view text;                 // the text the tokens spell
   std::span<const size_t> token_ends;    // empty, or (tokens) where each token's text ends
   Json state = Json::object();           // the policy's own state
@@ -115,6 +124,8 @@ class MemoryPolicy {
   virtual Status Step(int32_t token, std::vector<float>* logits) = 0;
   virtual Status Commit() = 0;
   virtual void Abort() = 0;
+
+  virtual Result<Json> Rebuild() { return Json(nullptr); }
 
   virtual PersistedMemory Persist() const = 0;
   virtual Json Report() const = 0;

@@ -1,5 +1,6 @@
 #include "memory/policy/policy_table.h"
 
+#include "memory/episodic/epicache_policy.h"
 #include "memory/eviction/h2o_policy.h"
 #include "memory/full/full_policy.h"
 #include "memory/policy/none_policy.h"
@@ -50,7 +51,8 @@ PolicyKind PromptCacheKind(std::string name, std::string description) {
 const std::vector<PolicyKind>& PolicyKinds() {
   // One row per policy.
   static const std::vector<PolicyKind> kinds = {NonePolicyKind(), FullPolicyKind(),
-                                                MemArtPolicyKind(), H2oPolicyKind()};
+                                                MemArtPolicyKind(), H2oPolicyKind(),
+                                                EpiCachePolicyKind()};
   return kinds;
 }
 

@@ -9,6 +9,8 @@
 //   full     the conversation's KV cache with character-level prefix matching (semantic.md)
 //   memart   MemArt block retrieval over a history that may outgrow the context
 //   h2o      the full cache, each (layer, KV head) reading a budget of heavy hitters and recent rows
+//   epicache a fixed budget: episodes of the conversation, each a cache compressed by block
+//            prefill, each request answered on the nearest one (and EpiCache's baselines)
 //
 // Thread-safety: the table is immutable; its functions are pure or create new objects.
 #pragma once
