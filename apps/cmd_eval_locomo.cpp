@@ -141,7 +141,8 @@ int Run(LocomoOptions o) {
   if (!fmt.ok()) return Fail(fmt);
   std::optional<memory::embed::SentenceEncoder> encoder;
   if (std::any_of(methods->begin(), methods->end(), [](const eval::LocomoMethod& m) {
-        return m.kind == eval::LocomoMethodKind::kEmbed;
+        return m.kind == eval::LocomoMethodKind::kEmbed ||
+               (m.kind == eval::LocomoMethodKind::kEpiCache && m.config["scoring"] == "episode");
       })) {
     const std::string path = o.embed_model.empty() ? DefaultEmbedModel() : o.embed_model;
     auto enc = memory::embed::SentenceEncoder::Load(path);
@@ -211,6 +212,8 @@ int Run(LocomoOptions o) {
         m["by_category"][std::to_string(cat)] = SumsJson(s);
       m["truncated_history_tokens"] = r.truncated_tokens;
       m["ingest_seconds"] = r.ingest_seconds;
+      if (r.rebuild_seconds > 0) m["rebuild_seconds"] = r.rebuild_seconds;
+      if (r.kv_peak_bytes > 0) m["kv_peak_bytes"] = r.kv_peak_bytes;
       j["methods"][r.method] = m;
     }
     if (heads) {
@@ -251,7 +254,10 @@ void AddEvalLocomoCommand(CLI::App& eval) {
                   "full, memart (a sweep of --k, --bs, --strategies, ...), memart/model and "
                   "memart/paper (the memart policy on that preset, --memart-config over it), "
                   "memart-coupled, memart-heads, memart-heads-text (the heads' blocks read as "
-                  "text: a diagnostic), bm25, embed, h2o; full, h2o and memart run as the "
+                  "text: a diagnostic), bm25, embed, h2o, epicache (offline build), "
+                  "epicache-uniform (uniform layer budgets), epicache-online (as lived, "
+                  "regrouping), and block-prefill baselines streamingllm, snapkv, keydiff, "
+                  "infinipot (a sweep of --budget); full, h2o, memart and epicache run as the "
                   "server's agent policies")
       ->delimiter(',')
       ->capture_default_str();
@@ -313,6 +319,15 @@ void AddEvalLocomoCommand(CLI::App& eval) {
   cmd->add_option("--embed-k", o->sweep.embed_k, "embed: turns re-inserted (a sweep)")
       ->delimiter(',')
       ->capture_default_str();
+  cmd->add_option("--budget", o->sweep.epicache_budget,
+                  "epicache and its baselines: M, rows each KV head keeps per global layer (a "
+                  "sweep)")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--block", o->sweep.epicache_block,
+                  "epicache and its baselines: M_block, tokens prefilled between compressions")
+      ->capture_default_str();
+  cmd->add_option("--episodes", o->sweep.episodes, "epicache: E, episodes")->capture_default_str();
   cmd->add_option("--h2o-budget", o->sweep.h2o_budget,
                   "H2O: history rows kept per layer and KV head, half recent, half heavy hitters "
                   "(a sweep; the question is kept too). Default 256: the decode KV of MemArt's "

@@ -325,8 +325,9 @@ class Runner {
         sys + static_cast<int64_t>(hist_.all.size()) + 2 * model_.spec().n_ctx_train + 1024;
     ao.model_fingerprint = o_.model_fingerprint;
     ao.presets_dir = o_.presets_dir;
+    ao.encoder = o_.encoder;
     memory::Json config = m.config;
-    if (m.kind == LocomoMethodKind::kMemArt) {
+    if (m.kind == LocomoMethodKind::kMemArt || m.kind == LocomoMethodKind::kEpiCache) {
       // The system turn (the first rows of the history) is always read.
       config["keep_first"] = config.value("keep_first", 0) + sys;
     }
@@ -351,6 +352,11 @@ class Runner {
       }
     }
     r->ingest_seconds += SecondsSince(t0);
+    if (m.rebuild) {
+      const auto t1 = Clock::now();
+      KVMEM_RETURN_IF_ERROR(agent->policy().Rebuild().status());
+      r->rebuild_seconds += SecondsSince(t1);
+    }
     for (const Question& q : questions_) {
       const std::string& focus = m.score_span == ScoreSpan::kQuestion  ? q.question_text
                                  : m.score_span == ScoreSpan::kContent ? q.content_text
@@ -370,6 +376,7 @@ class Runner {
       AddRecall(q.evidence, [&](size_t t) { return Recall(t, h0, a.detail); }, &mt);
       Record(m, q, ans, mt, r);
     }
+    r->kv_peak_bytes = std::max(r->kv_peak_bytes, agent->kv_peak_bytes());
     return Status::Ok();
   }
 
@@ -656,6 +663,23 @@ Result<QuestionPrompt> BuildQuestionPrompt(const tokenizer::ChatTemplate& tmpl,
   return p;
 }
 
+namespace {
+
+// The epicache policy's `scoring` a method name runs, or null: EpiCache (offline, its uniform
+// layer budgets, online) and the paper's block-prefill baselines.
+const char* EpiCacheScoring(const std::string& name) {
+  if (name == "epicache" || name == "epicache-uniform" || name == "epicache-online") {
+    return "episode";
+  }
+  if (name == "streamingllm") return "recency";
+  if (name == "snapkv") return "window";
+  if (name == "keydiff") return "keydiff";
+  if (name == "infinipot") return "generic";
+  return nullptr;
+}
+
+}  // namespace
+
 Result<std::vector<LocomoMethod>> ExpandLocomoMethods(const LocomoSweep& sweep) {
   std::vector<LocomoMethod> out;
   if (sweep.names.empty()) return InvalidArgument("--methods: none given");
@@ -699,6 +723,26 @@ Result<std::vector<LocomoMethod>> ExpandLocomoMethods(const LocomoSweep& sweep) 
         m.h2o.budget = b;
         m.policy = "h2o";
         m.config = {{"budget", b}, {"recent_ratio", m.h2o.recent_ratio}};
+        out.push_back(std::move(m));
+      }
+    } else if (EpiCacheScoring(name) != nullptr) {
+      if (sweep.epicache_budget.empty()) return InvalidArgument("--budget: none given");
+      for (int b : sweep.epicache_budget) {
+        if (b < 16) return InvalidArgument("--budget: " + std::to_string(b) + " is below 16");
+        LocomoMethod m;
+        m.name = name + "/M" + std::to_string(b);
+        m.kind = LocomoMethodKind::kEpiCache;
+        m.policy = "epicache";
+        m.config = {{"budget", b},
+                    {"block", sweep.epicache_block},
+                    {"episodes", sweep.episodes},
+                    {"scoring", EpiCacheScoring(name)},
+                    {"layer_budgets", name == "epicache" || name == "epicache-online"
+                                          ? "sensitivity"
+                                          : "uniform"},
+                    {"regroup", name == "epicache-online" ? 2.0 : 0.0}};
+        m.rebuild = name == "epicache" || name == "epicache-uniform";
+        m.score_span = ScoreSpan::kQuestion;  // the question routes to an episode
         out.push_back(std::move(m));
       }
     } else if (name == "memart" || name == "memart-coupled" || name == "memart-heads" ||

@@ -60,7 +60,7 @@
 
 namespace kvmem::eval {
 
-enum class LocomoMethodKind { kFull, kMemArt, kBm25, kEmbed, kH2O };
+enum class LocomoMethodKind { kFull, kMemArt, kBm25, kEmbed, kH2O, kEpiCache };
 
 // The prompt tokens whose queries score MemArt's blocks (MemArtMemory::BeginTurn's `scoring`):
 // all of them (the paper's query), the user message's content (not the chat template's tokens
@@ -87,6 +87,10 @@ struct LocomoMethod {
   ScoreSpan score_span = ScoreSpan::kPrompt;  // kMemArt
   int turns_k = 0;              // kBm25, kEmbed: turns re-inserted
   memory::H2oConfig h2o;        // kH2O
+  // kEpiCache: the memory is rebuilt from the whole history (Rebuild: clustered anew, each
+  // episode's cache block-prefilled) after the last turn, before the questions: the paper's
+  // offline build. Without it the agent is as it lived the conversation (online).
+  bool rebuild = false;
 };
 
 struct LocomoQaOptions {
@@ -125,6 +129,8 @@ struct LocomoMethodResult {
   std::map<int, QaSums> by_category;
   int64_t truncated_tokens = 0;  // full, h2o: history tokens left out of the window, all convs
   double ingest_seconds = 0;     // full, memart, h2o: feeding the history
+  double rebuild_seconds = 0;    // epicache: the offline build, all conversations
+  size_t kv_peak_bytes = 0;      // policies: the agent pool's peak, largest over conversations
 };
 
 // The methods a command line names: `names` from {full, memart, memart/model, memart/paper,
@@ -148,6 +154,11 @@ struct LocomoSweep {
   std::vector<int> embed_k = {10};
   // h2o: history rows kept per (layer, KV head); 256 = MemArt's default bs 16 x top_k 16.
   std::vector<int> h2o_budget = {256};
+  // epicache and its baselines: M, the rows each KV head keeps per global layer (a sweep), the
+  // block and the episodes.
+  std::vector<int> epicache_budget = {2048};
+  int epicache_block = 512;
+  int episodes = 4;
   int keep_first = 0;
   int keep_last = 0;
   // memart: adjacent blocks each chosen block brings (MemArtConfig::neighbors), a sweep.

@@ -31,6 +31,7 @@ Result<std::unique_ptr<EvalAgent>> EvalAgent::Create(const model::Model& model,
   env.max_history_tokens = options.max_history_tokens;
   env.model_fingerprint = options.model_fingerprint;
   env.presets_dir = options.presets_dir;
+  env.encoder = options.encoder;
   KVMEM_ASSIGN_OR_RETURN(a->spec_, memory::ParseMemorySpec(env, policy, config));
   const int64_t rows = a->spec_.kind->rows_needed(env, a->spec_.config);
   a->pool_ = std::make_unique<kv::KvPool>(model.kv_geometry(kBlockRows),

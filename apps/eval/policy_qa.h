@@ -29,6 +29,7 @@ struct EvalAgentOptions {
   int64_t max_history_tokens = 0;  // history the memory may hold (policies beyond the context)
   std::string model_fingerprint;   // for per-model presets
   std::string presets_dir;
+  const memory::embed::SentenceEncoder* encoder = nullptr;  // PolicyEnv::encoder
 };
 
 // One asked question.
@@ -59,6 +60,8 @@ class EvalAgent {
                     std::span<const int32_t> gold, int answer_tokens);
 
   const memory::MemorySpec& spec() const { return spec_; }
+  // The most KV memory the agent's pool held.
+  size_t kv_peak_bytes() const { return pool_->peak_bytes_in_use(); }
   memory::MemoryPolicy& policy() { return *policy_; }
 
  private:

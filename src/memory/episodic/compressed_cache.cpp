@@ -48,21 +48,26 @@ Result<CompressedCache> AllocateRegion(kv::KvSequence* seq, int64_t capacity,
   c.first_row = seq->n_rows();
   c.capacity = capacity;
   c.pos.assign(static_cast<size_t>(g.n_layers) * g.n_kv_heads, {});
-  KVMEM_ASSIGN_OR_RETURN(std::vector<kv::RowRef> rows,
-                         seq->AppendRows(static_cast<int>(capacity), 0));
   const std::vector<float> k(static_cast<size_t>(g.n_kv_heads) * g.head_dim_k, 0.0f);
   const std::vector<float> v(static_cast<size_t>(g.n_kv_heads) * g.head_dim_v, 0.0f);
-  for (size_t j = 0; j < rows.size(); ++j) {
-    for (int l = 0; l < g.n_layers; ++l) seq->pool()->WriteToken(rows[j], l, k.data(), v.data());
+  // A block at a time: its layers past their rows are given back before the next block is
+  // taken, so the region never holds more than it keeps plus one block.
+  for (int64_t at = 0; at < capacity;) {
+    const int64_t n = std::min(capacity - at, br - (c.first_row + at) % br);
+    KVMEM_ASSIGN_OR_RETURN(std::vector<kv::RowRef> rows,
+                           seq->AppendRows(static_cast<int>(n), at));
+    const size_t block_index = static_cast<size_t>((c.first_row + at) / br);
+    for (int l = 0; l < g.n_layers; ++l) {
+      if (!layer_rows.empty() && at >= layer_rows[l]) {
+        seq->ReleaseStorage(block_index, l);
+        continue;
+      }
+      for (const kv::RowRef r : rows) seq->pool()->WriteToken(r, l, k.data(), v.data());
+    }
     // A slot's keys sit at a position per (layer, KV head) (c.pos); the row's own records its
     // place in the region, which is what the store keeps of it.
-    seq->pool()->set_rotated_pos(rows[j], static_cast<int64_t>(j));
-  }
-  for (size_t l = 0; l < layer_rows.size(); ++l) {
-    const int64_t first_block = c.first_row / br, end_block = (c.first_row + capacity) / br;
-    for (int64_t b = first_block + (layer_rows[l] + br - 1) / br; b < end_block; ++b) {
-      seq->ReleaseStorage(static_cast<size_t>(b), static_cast<int>(l));
-    }
+    for (int64_t j = 0; j < n; ++j) seq->pool()->set_rotated_pos(rows[j], at + j);
+    at += n;
   }
   return c;
 }

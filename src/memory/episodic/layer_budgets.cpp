@@ -171,6 +171,11 @@ std::optional<std::vector<double>> ReadCache(const std::string& dir, std::string
 
 Status WriteCache(const std::string& dir, std::string_view fingerprint, const Json& inputs,
                   std::span<const double> s) {
+  // The directory and any missing parents (a presets directory under a store never opened).
+  for (size_t slash = dir.find('/', 1); slash != std::string::npos;
+       slash = dir.find('/', slash + 1)) {
+    KVMEM_RETURN_IF_ERROR(store::MakeDir(dir.substr(0, slash)));
+  }
   KVMEM_RETURN_IF_ERROR(store::MakeDir(dir));
   const Json j{{"version", kCacheVersion},
                {"inputs", inputs},
