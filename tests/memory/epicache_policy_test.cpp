@@ -1,0 +1,162 @@
+// The epicache policy (memory/episodic/epicache_policy.h) end to end on a tiny random llama with
+// the byte tokenizer and the tiny random BERT: a budget that holds the whole history answers
+// exactly as the `full` policy over the same conversation, with episodes or without; the pool
+// stays flat as the history grows; a request is routed to the episode whose centroid (as the
+// state stores it) is nearest in cosine to the encoder's embedding of its focus.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "agent_runtime_fixture.h"
+#include "memory/episodic/episodes.h"
+#include "memory/policy/policy_table.h"
+
+namespace kvmem::memory {
+namespace {
+
+class EpiCachePolicyTest : public testing::AgentRuntimeFixture {
+ protected:
+  void SetUp() override {
+    AgentRuntimeFixture::SetUp();
+    env_.model = model_.get();
+    env_.tok = &tok_;
+    env_.threads = &threads_;
+    env_.compute_mu = &mu_;
+    env_.n_ctx = 512;
+    env_.max_batch = 16;
+    env_.encoder = &*encoder_;
+  }
+
+  struct Agent {
+    std::unique_ptr<kv::KvPool> pool;
+    std::unique_ptr<MemoryPolicy> policy;
+  };
+  Agent Make(const std::string& name, const Json& config) {
+    auto spec = ParseMemorySpec(env_, name, config);
+    EXPECT_TRUE(spec.ok()) << spec.status().ToString();
+    Agent a;
+    const int64_t rows = spec->kind->rows_needed(env_, spec->config);
+    a.pool = std::make_unique<kv::KvPool>(model_->kv_geometry(8), static_cast<int>(rows / 8 + 4),
+                                          kv::KvFormats{kv::KvFormat::kF16, kv::KvFormat::kF16});
+    auto p = spec->kind->create(env_, spec->config, a.pool.get());
+    EXPECT_TRUE(p.ok()) << p.status().ToString();
+    a.policy = std::move(*p);
+    return a;
+  }
+  // One turn that joins the memory (no reply).
+  void Feed(MemoryPolicy* p, const std::string& prompt) {
+    auto plan = p->Plan({prompt, ""});
+    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+    std::vector<float> logits;
+    ASSERT_TRUE(p->Apply(*plan, &logits).ok());
+    ASSERT_TRUE(p->Commit().ok());
+  }
+  std::vector<float> Ask(MemoryPolicy* p, const std::string& prompt,
+                         const std::string& focus = "") {
+    auto plan = p->Plan({prompt, focus});
+    EXPECT_TRUE(plan.ok()) << plan.status().ToString();
+    std::vector<float> logits;
+    EXPECT_TRUE(p->Apply(*plan, &logits).ok());
+    p->Abort();
+    return logits;
+  }
+
+  std::mutex mu_;
+  PolicyEnv env_;
+};
+
+const char* const kLines[] = {
+    "Ada: I planted tomatoes and basil in the garden this spring.\n",
+    "Ben: Nice! My cello recital is next Friday at the town hall.\n",
+    "Ada: The basil is already taller than the fence.\n",
+    "Ben: I practise the Bach suite every evening for two hours.\n",
+    "Ada: Slugs ate half of the lettuce last night.\n",
+    "Ben: My teacher says my bowing got much smoother.\n",
+};
+
+TEST_F(EpiCachePolicyTest, ABudgetHoldingTheHistoryAnswersAsTheFullCache) {
+  for (const char* scoring : {"recency", "episode", "keydiff"}) {
+    Agent epi = Make("epicache", {{"budget", 512},
+                                  {"block", 48},
+                                  {"episodes", 2},
+                                  {"segment", 2},
+                                  {"scoring", scoring},
+                                  {"sinks", 0},
+                                  {"layer_budgets", "uniform"}});
+    Agent full = Make("full", Json::object());
+    std::string all;
+    for (const char* line : kLines) {
+      Feed(epi.policy.get(), line);
+      all += line;
+    }
+    ASSERT_GT(epi.policy->Report().value("episodes", 0), 0) << "the history was compressed";
+    const std::string q = "Q: What did the slugs eat?\nA:";
+    const std::vector<float> got = Ask(epi.policy.get(), q);
+    const std::vector<float> want = Ask(full.policy.get(), all + q);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(got[i], want[i], 2e-4f) << scoring;
+  }
+}
+
+TEST_F(EpiCachePolicyTest, PoolStaysFlatAsTheHistoryGrows) {
+  Agent epi = Make("epicache", {{"budget", 24},
+                                {"block", 40},
+                                {"episodes", 2},
+                                {"segment", 2},
+                                {"layer_budgets", "uniform"},
+                                {"regroup", 0}});
+  std::vector<size_t> bytes;
+  for (int i = 0; i < 60; ++i) {
+    Feed(epi.policy.get(), kLines[i % 6]);
+    bytes.push_back(epi.pool->bytes_in_use());
+  }
+  // Two regions of 24 rows (three 8-row blocks each) and a tail of under a block plus a turn
+  // (at most 64 bytes): the pool never holds more, however long the history.
+  const size_t block = epi.pool->bytes_per_block();
+  const size_t bound = (2 * 3 + (40 + 64 + 7) / 8 + 1) * block;
+  for (size_t i = 0; i < bytes.size(); ++i) EXPECT_LE(bytes[i], bound) << "turn " << i;
+  EXPECT_LE(epi.pool->peak_bytes_in_use(), bound + block);
+  const Json report = epi.policy->Report();
+  EXPECT_GT(report["history_tokens"].get<int64_t>(), 40 * 10);
+}
+
+TEST_F(EpiCachePolicyTest, RoutesToTheEpisodeWithTheNearestCentroid) {
+  Agent epi = Make("epicache", {{"budget", 64},
+                                {"block", 48},
+                                {"episodes", 3},
+                                {"segment", 1},
+                                {"layer_budgets", "uniform"},
+                                {"regroup", 0}});
+  for (const char* line : kLines) Feed(epi.policy.get(), line);
+  ASSERT_TRUE(epi.policy->Rebuild().ok());
+  const Json state = epi.policy->Persist().state;
+  auto episodes = EpisodesFromJson(state["episodes"], encoder_->dim());
+  ASSERT_TRUE(episodes.ok()) << episodes.status().ToString();
+  ASSERT_EQ(episodes->k, 3);
+  for (const std::string focus : {"basil fence garden", "cello recital Bach", "slugs lettuce"}) {
+    // The reference: cosine of the encoder's embedding with each stored centroid.
+    const std::vector<std::string> one = {focus};
+    const std::vector<float> e = encoder_->Embed(one, nullptr);
+    int best = -1;
+    double best_cos = -2;
+    for (int k = 0; k < episodes->k; ++k) {
+      double dot = 0, nc = 0, ne = 0;
+      for (int d = 0; d < episodes->dim; ++d) {
+        const double c = episodes->centroids[static_cast<size_t>(k) * episodes->dim + d];
+        dot += c * e[d];
+        nc += c * c;
+        ne += static_cast<double>(e[d]) * e[d];
+      }
+      const double cos = dot / std::sqrt(nc * ne);
+      if (cos > best_cos) best_cos = cos, best = k;
+    }
+    const std::string q = "Q: " + focus + "?\nA:";
+    Ask(epi.policy.get(), q, focus);
+    EXPECT_EQ(epi.policy->Report()["episode"].get<int>(), best) << focus;
+  }
+}
+
+}  // namespace
+}  // namespace kvmem::memory
