@@ -1,6 +1,7 @@
 #include "agent_env.h"
 
 #include <algorithm>
+#include <filesystem>
 
 #include "common.h"
 #include "kv/kv_format.h"
@@ -33,9 +34,9 @@ void AddAgentEnvOptions(CLI::App* cmd, AgentEnvOptions* o) {
                   "agent store directory (default: $XDG_DATA_HOME/kvmem, else "
                   "~/.local/share/kvmem)");
   cmd->add_flag("--no-store", o->no_store, "keep agents' caches in RAM only (nothing persists)");
-  cmd->add_option("--kv-format", o->kv_format,
-                  "KV storage format of agents' caches, FORMAT or K:V; one of " +
-                      kv::KvFormatNames())
+  cmd->add_option(
+         "--kv-format", o->kv_format,
+         "KV storage format of agents' caches, FORMAT or K:V; one of " + kv::KvFormatNames())
       ->capture_default_str();
   cmd->add_option("-t,--threads", o->threads, "threads (default: all cores)");
   cmd->add_option("-c,--ctx", o->n_ctx, "context per agent in tokens (default: the model's)");
@@ -51,6 +52,9 @@ void AddAgentEnvOptions(CLI::App* cmd, AgentEnvOptions* o) {
                   "KV memory (MiB) written at start-up, so the first agents loaded or computed "
                   "land in touched pages (kvmem serve)")
       ->capture_default_str();
+  cmd->add_option("--embed-model", o->embed_model,
+                  "sentence encoder directory for the epicache policy's episodes (default: the "
+                  "installed all-MiniLM-L6-v2, scripts/install_deps.sh --model minilm)");
 }
 
 void AddMemoryOptions(CLI::App* cmd, AgentEnvOptions* o, const std::string& what) {
@@ -101,8 +105,15 @@ Result<std::unique_ptr<AgentEnv>> OpenAgentEnv(const AgentEnvOptions& o, bool wi
   ro.max_history_tokens = o.max_history_tokens;
   ro.model_fingerprint = fingerprint;
   ro.presets_dir = presets_dir;
-  env->runtime = std::make_unique<memory::AgentRuntime>(
-      *env->model, *env->tok, env->threads.get(), env->store ? &*env->store : nullptr, ro);
+  const std::string embed_path = o.embed_model.empty() ? DefaultEmbedModel() : o.embed_model;
+  if (!o.embed_model.empty() || std::filesystem::exists(embed_path)) {
+    auto enc = memory::embed::SentenceEncoder::Load(embed_path);
+    if (!enc.ok()) return enc.status().WithContext("--embed-model");
+    env->encoder.emplace(std::move(*enc));
+    ro.encoder = &*env->encoder;
+  }
+  env->runtime = std::make_unique<memory::AgentRuntime>(*env->model, *env->tok, env->threads.get(),
+                                                        env->store ? &*env->store : nullptr, ro);
   const memory::Json config = memory::Json::parse(o.memory_config, nullptr, false);
   if (config.is_discarded() || !config.is_object()) {
     return InvalidArgument("--memory-config must be a JSON object");

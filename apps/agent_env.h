@@ -30,10 +30,13 @@ struct AgentEnvOptions {
   // The memory policy of agents created without one (AgentRuntime::SetDefaultMemory).
   std::string memory = "full";
   std::string memory_config = "{}";  // JSON object
+  // The sentence encoder epicache clusters with; empty: the installed all-MiniLM-L6-v2 when
+  // present (else none, and the episodic policy is refused with how to install one).
+  std::string embed_model;
 };
 
-// Adds -m, --store, --no-store, --kv-format, -t, -c, --hot-mib, --max-history, --prefault-mib
-// to a subcommand.
+// Adds -m, --store, --no-store, --kv-format, -t, -c, --hot-mib, --max-history, --prefault-mib,
+// --embed-model to a subcommand.
 void AddAgentEnvOptions(CLI::App* cmd, AgentEnvOptions* o);
 // Adds --memory NAME and --memory-config JSON (`what` says which agents they apply to).
 void AddMemoryOptions(CLI::App* cmd, AgentEnvOptions* o, const std::string& what);
@@ -43,6 +46,7 @@ struct AgentEnv {
   std::optional<tokenizer::Tokenizer> tok;
   std::unique_ptr<ThreadPool> threads;
   std::optional<memory::store::AgentStore> store;
+  std::optional<memory::embed::SentenceEncoder> encoder;
   std::unique_ptr<memory::AgentRuntime> runtime;
   std::string model_name;  // the GGUF file name without directory and extension
 };

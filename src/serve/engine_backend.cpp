@@ -7,10 +7,14 @@ namespace {
 
 FinishReason ToFinishReason(memory::TurnEnd e) {
   switch (e) {
-    case memory::TurnEnd::kEndOfTurn: return FinishReason::kEndOfTurn;
-    case memory::TurnEnd::kStopSequence: return FinishReason::kStopSequence;
-    case memory::TurnEnd::kLength: return FinishReason::kLength;
-    case memory::TurnEnd::kCancelled: return FinishReason::kCancelled;
+    case memory::TurnEnd::kEndOfTurn:
+      return FinishReason::kEndOfTurn;
+    case memory::TurnEnd::kStopSequence:
+      return FinishReason::kStopSequence;
+    case memory::TurnEnd::kLength:
+      return FinishReason::kLength;
+    case memory::TurnEnd::kCancelled:
+      return FinishReason::kCancelled;
   }
   return FinishReason::kEndOfTurn;
 }
@@ -37,9 +41,9 @@ engine::SamplerConfig ToSampler(const SamplingParams& p) {
   if (p.top_k) c.top_k = *p.top_k;
   if (p.min_p) c.min_p = *p.min_p;
   if (p.repeat_penalty) c.repeat_penalty = *p.repeat_penalty;
-  c.seed = p.seed ? *p.seed
-                  : static_cast<uint64_t>(
-                        std::chrono::steady_clock::now().time_since_epoch().count());
+  c.seed = p.seed
+               ? *p.seed
+               : static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
   return c;
 }
 
@@ -69,15 +73,14 @@ EngineBackend::EngineBackend(memory::AgentRuntime* runtime, const tokenizer::Tok
 Result<std::string> EngineBackend::RenderPrompt(const GenerationRequest& request) const {
   if (request.prompt) return *request.prompt;
   if (!template_) {
-    return Unsupported("this model has no usable chat template (" +
-                       template_status_.ToString() + "); use /v1/completions");
+    return Unsupported("this model has no usable chat template (" + template_status_.ToString() +
+                       "); use /v1/completions");
   }
   if (request.continue_final_message && !request.messages.empty() &&
       request.messages.back().role == "assistant") {
     // The reply continues the final assistant message: open the assistant's turn as usual and
     // append the text it starts with.
-    const std::span<const ChatMessage> before(request.messages.data(),
-                                              request.messages.size() - 1);
+    const std::span<const ChatMessage> before(request.messages.data(), request.messages.size() - 1);
     KVMEM_ASSIGN_OR_RETURN(std::string text, tokenizer::RenderChat(*template_, before, true));
     return text + request.messages.back().content;
   }
@@ -91,8 +94,8 @@ Result<GenerationResult> EngineBackend::Generate(const GenerationRequest& reques
   params.sampler = ToSampler(request.sampling);
   params.stop = request.stop;
   params.focus = request.retrieval_query.value_or("");
-  params.max_tokens = request.max_tokens ? *request.max_tokens
-                                         : static_cast<int>(runtime_->n_ctx());
+  params.max_tokens =
+      request.max_tokens ? *request.max_tokens : static_cast<int>(runtime_->n_ctx());
   memory::TurnCallbacks cb;
   cb.on_prompt = [&](const memory::PromptStats& p) {
     sink->OnPrompt({p.prompt_tokens, p.cached_tokens, p.tier});
@@ -116,9 +119,8 @@ Result<AgentInfo> EngineBackend::CreateAgent(const std::string& tenant,
   KVMEM_ASSIGN_OR_RETURN(
       memory::MemorySpec memory,
       request.policy.empty()
-          ? runtime_->ValidateMemory(fallback.kind->name, request.config.empty()
-                                                              ? fallback.config
-                                                              : request.config)
+          ? runtime_->ValidateMemory(fallback.kind->name,
+                                     request.config.empty() ? fallback.config : request.config)
           : runtime_->ValidateMemory(request.policy, request.config));
   KVMEM_RETURN_IF_ERROR(runtime_->CreateAgent({tenant, request.id}, memory));
   return GetAgent(tenant, request.id);
@@ -138,6 +140,11 @@ Result<AgentInfo> EngineBackend::GetAgent(const std::string& tenant, const std::
 
 Status EngineBackend::DeleteAgent(const std::string& tenant, const std::string& id) {
   return runtime_->Delete({tenant, id});
+}
+
+Result<nlohmann::json> EngineBackend::RebuildAgent(const std::string& tenant,
+                                                   const std::string& id) {
+  return runtime_->Rebuild({tenant, id});
 }
 
 nlohmann::ordered_json EngineBackend::Policies() const { return runtime_->DescribePolicies(); }

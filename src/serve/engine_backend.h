@@ -29,6 +29,7 @@ class EngineBackend : public Backend {
   Result<std::vector<AgentInfo>> ListAgents(const std::string& tenant) override;
   Result<AgentInfo> GetAgent(const std::string& tenant, const std::string& id) override;
   Status DeleteAgent(const std::string& tenant, const std::string& id) override;
+  Result<nlohmann::json> RebuildAgent(const std::string& tenant, const std::string& id) override;
   ModelInfo model() const override { return model_; }
   nlohmann::ordered_json Policies() const override;
   BackendStats stats() const override;

@@ -28,9 +28,9 @@ Dialect DialectOfPath(std::string_view path) {
 // The metrics label of a request: its route pattern, so label values stay few whatever paths
 // clients send.
 std::string EndpointLabel(std::string_view path) {
-  for (std::string_view route : {"/v1/chat/completions", "/v1/completions", "/v1/messages",
-                                 "/v1/models", "/v1/agents", "/v1/policies", "/health",
-                                 "/metrics"}) {
+  for (std::string_view route :
+       {"/v1/chat/completions", "/v1/completions", "/v1/messages", "/v1/models", "/v1/agents",
+        "/v1/policies", "/health", "/metrics"}) {
     if (path == route) return std::string(route);
   }
   if (path.starts_with("/v1/agents/")) return "/v1/agents/{id}";
@@ -138,6 +138,18 @@ class HttpServer::Handlers {
                if (!agent.ok()) return SendStatus(res, agent.status(), Dialect::kOpenAi);
                SendJson(res, AgentJson(*agent));
              }));
+    http.Post(
+        "/v1/agents/([^/]+)/rebuild",
+        WithBody(kKey, [this](auto& req, auto& res, auto& tenant, auto) {
+          const std::string id = req.matches[1];
+          Status valid = ValidateAgentId(id, "path");
+          if (!valid.ok()) return SendStatus(res, valid, Dialect::kOpenAi);
+          auto done = s_->backend_->RebuildAgent(tenant, id);
+          if (!done.ok()) return SendStatus(res, done.status(), Dialect::kOpenAi);
+          SendJson(res,
+                   nlohmann::json{{"id", id}, {"object", "agent.rebuild"}, {"rebuild", *done}}.dump(
+                       -1, ' ', false, nlohmann::json::error_handler_t::replace));
+        }));
     http.Delete("/v1/agents/([^/]+)",
                 WithBody(kKey, [this](auto& req, auto& res, auto& tenant, auto) {
                   const std::string id = req.matches[1];
@@ -287,6 +299,7 @@ class HttpServer::Handlers {
         {"/v1/agents", true, true, false},
         {"/v1/policies", true, false, false},
         {"/v1/agents/([^/]+)", true, false, true},
+        {"/v1/agents/([^/]+)/rebuild", false, true, false},
         {"/health", true, false, false},
         {"/metrics", true, false, false},
     };

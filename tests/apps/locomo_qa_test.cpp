@@ -169,6 +169,30 @@ TEST(LocomoMethods, QuestionScoredVariantsAreTheirOwnMethods) {
   }
 }
 
+TEST(LocomoMethods, ExpandsEpiCacheAndItsBaselinesOverBudgets) {
+  LocomoSweep s;
+  s.names = {"epicache", "epicache-online", "streamingllm", "snapkv", "keydiff", "infinipot"};
+  s.epicache_budget = {1024, 2048};
+  auto m = ExpandLocomoMethods(s);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  ASSERT_EQ(m->size(), 12u);
+  EXPECT_EQ((*m)[0].name, "epicache/M1024");
+  EXPECT_EQ((*m)[0].policy, "epicache");
+  EXPECT_TRUE((*m)[0].rebuild);  // the offline build
+  EXPECT_EQ((*m)[0].config["layer_budgets"], "sensitivity");
+  EXPECT_EQ((*m)[3].name, "epicache-online/M2048");
+  EXPECT_FALSE((*m)[3].rebuild);
+  EXPECT_EQ((*m)[3].config["regroup"], 2.0);
+  EXPECT_EQ((*m)[4].config["scoring"], "recency");
+  EXPECT_EQ((*m)[7].config["scoring"], "window");
+  EXPECT_EQ((*m)[9].config["scoring"], "keydiff");
+  EXPECT_EQ((*m)[11].name, "infinipot/M2048");
+  EXPECT_EQ((*m)[11].config["scoring"], "generic");
+  EXPECT_EQ((*m)[11].config["budget"], 2048);
+  s.epicache_budget = {8};
+  EXPECT_FALSE(ExpandLocomoMethods(s).ok());
+}
+
 TEST(LocomoMethods, ExpandsH2oBudgets) {
   LocomoSweep s;
   s.names = {"h2o"};

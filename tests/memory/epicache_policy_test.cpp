@@ -158,5 +158,40 @@ TEST_F(EpiCachePolicyTest, RoutesToTheEpisodeWithTheNearestCentroid) {
   }
 }
 
+// A client's rebuild (AgentRuntime::Rebuild, POST /v1/agents/{id}/rebuild): episodes clustered
+// anew and saved, so a restarted runtime answers as the live one; nothing to do for `full`.
+TEST_F(EpiCachePolicyTest, RuntimeRebuildIsSavedAndSurvivesARestart) {
+  auto live = Runtime();
+  const Json config = {
+      {"budget", 32}, {"block", 48}, {"episodes", 2}, {"segment", 1}, {"layer_budgets", "uniform"},
+      {"regroup", 0}};
+  auto spec = live->ValidateMemory("epicache", config);
+  ASSERT_TRUE(spec.ok()) << spec.status().ToString();
+  ASSERT_TRUE(live->CreateAgent(ada_, *spec).ok());
+  std::string prompt, reply;
+  for (const char* line : kLines) {
+    prompt += line;
+    Turn(*live, &ada_, prompt, &reply, 2);
+    prompt += reply;
+  }
+  auto done = live->Rebuild(ada_);
+  ASSERT_TRUE(done.ok()) << done.status().ToString();
+  EXPECT_EQ((*done)["action"], "rebuild");
+  EXPECT_EQ((*done)["episodes"], 2);
+  prompt += "Q: what grows in the garden?\nA:";
+  auto restarted = Runtime();
+  std::string warm, hot;
+  Turn(*restarted, &ada_, prompt, &warm);
+  Turn(*live, &ada_, prompt, &hot);
+  EXPECT_EQ(warm, hot);
+  EXPECT_EQ(live->Rebuild({"t", "nobody"}).status().code(), ErrorCode::kNotFound);
+  const store::AgentKey bo{"t", "bo"};
+  ASSERT_TRUE(live->CreateAgent(bo, *live->ValidateMemory("full", Json::object())).ok());
+  Turn(*live, &bo, "Hello there.", &reply);
+  auto nothing = live->Rebuild(bo);
+  ASSERT_TRUE(nothing.ok());
+  EXPECT_TRUE(nothing->is_null());
+}
+
 }  // namespace
 }  // namespace kvmem::memory

@@ -177,6 +177,12 @@ class FakeBackend : public Backend {
     return Status::Ok();
   }
 
+  Result<nlohmann::json> RebuildAgent(const std::string& tenant, const std::string& id) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (agents_.count(tenant + "/" + id) == 0) return NotFound("no agent '" + id + "'");
+    return nlohmann::json(nullptr);
+  }
+
   nlohmann::ordered_json Policies() const override {
     return memory::DescribePolicies(memory::PolicyEnv{});
   }

@@ -215,6 +215,15 @@ TEST(HttpServer, AgentsListGetDelete) {
   EXPECT_GT(a["bytes"].get<int>(), 0);
   EXPECT_EQ(a["last_used_at"], 1700000000);
 
+  // Rebuild: the backend's answer (the fake's policy has nothing to rebuild: null); only POST.
+  auto rebuilt = f.Post("/v1/agents/zed/rebuild", "");
+  ASSERT_TRUE(rebuilt);
+  EXPECT_EQ(rebuilt->status, 200);
+  EXPECT_EQ(ParseJson(rebuilt->body),
+            Json::parse(R"({"id":"zed","object":"agent.rebuild","rebuild":null})"));
+  EXPECT_EQ(f.Post("/v1/agents/nobody/rebuild", "")->status, 404);
+  EXPECT_EQ(f.Get("/v1/agents/zed/rebuild")->status, 405);
+
   auto del = f.Delete("/v1/agents/zed");
   ASSERT_TRUE(del);
   EXPECT_EQ(del->status, 200);
@@ -265,8 +274,8 @@ TEST(HttpServer, AgentsCreateWithAMemoryPolicy) {
   const std::pair<const char*, const char*> bad[] = {
       {R"({"memory":"retrieval"})", "'id': required"},
       {R"({"id":"a b"})", "id"},
-      {R"({"id":"x","memory":"episodic"})", "unknown memory policy 'episodic' (policies: none, full, memart, h2o)"},
-      {R"({"id":"x","memory":{"policy":"nope"}})", "policies: none, full, memart, h2o"},
+      {R"({"id":"x","memory":"episodic"})", "unknown memory policy 'episodic' (policies: none, full, memart, h2o, epicache)"},
+      {R"({"id":"x","memory":{"policy":"nope"}})", "policies: none, full, memart, h2o, epicache"},
       {R"({"id":"x","memory":{"config":{}}})", "'memory.policy'"},
       {R"({"id":"x","memory":{"policy":"h2o","budget":4}})", "'memory.budget'"},
       {R"({"id":"x","memory":{"policy":"h2o","config":[]}})", "'memory.config'"},
@@ -305,7 +314,7 @@ TEST(HttpServer, PoliciesListEveryPolicyWithItsConfig) {
   EXPECT_EQ(j["object"], "list");
   std::vector<std::string> names;
   for (const Json& p : j["data"]) names.push_back(p["name"]);
-  EXPECT_EQ(names, (std::vector<std::string>{"none", "full", "memart", "h2o"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"none", "full", "memart", "h2o", "epicache"}));
   const Json& memart = j["data"][2];
   EXPECT_EQ(memart["aliases"], Json::parse(R"(["retrieval"])"));
   EXPECT_EQ(memart["config"]["top_k"]["default"], 32);

@@ -1,12 +1,11 @@
 #include "memory/agents/agent_runtime.h"
 
-#include "core/clock.h"
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 
+#include "core/clock.h"
 #include "core/log.h"
 #include "engine/forward.h"
 #include "engine/stop_strings.h"
@@ -18,7 +17,6 @@ namespace kvmem::memory {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
 
 int64_t NowUnixMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -32,10 +30,14 @@ std::string SlotName(const store::AgentKey& key) { return key.tenant + "/" + key
 
 const char* TierName(Tier t) {
   switch (t) {
-    case Tier::kMiss: return "miss";
-    case Tier::kHot: return "hot";
-    case Tier::kWarm: return "warm";
-    case Tier::kCold: return "cold";
+    case Tier::kMiss:
+      return "miss";
+    case Tier::kHot:
+      return "hot";
+    case Tier::kWarm:
+      return "warm";
+    case Tier::kCold:
+      return "cold";
   }
   return "?";
 }
@@ -96,8 +98,7 @@ Status AgentRuntime::Warmup() {
   return engine::Forward(model_, threads_, &seq, one, 0, false, &logits);
 }
 
-Result<MemorySpec> AgentRuntime::ValidateMemory(std::string_view policy,
-                                                const Json& config) const {
+Result<MemorySpec> AgentRuntime::ValidateMemory(std::string_view policy, const Json& config) const {
   return ParseMemorySpec(env_, policy, config);
 }
 
@@ -208,8 +209,7 @@ Result<Tier> AgentRuntime::Acquire(const store::AgentKey* key, Slot& slot, doubl
 }
 
 Result<TurnResult> AgentRuntime::RunTurn(const store::AgentKey* key, std::string_view prompt_text,
-                                         const TurnParams& params,
-                                         const TurnCallbacks& callbacks) {
+                                         const TurnParams& params, const TurnCallbacks& callbacks) {
   if (key != nullptr) KVMEM_RETURN_IF_ERROR(store::ValidateAgentKey(*key));
   if (params.max_tokens < 1) return InvalidArgument("max_tokens must be at least 1");
   std::shared_ptr<Slot> slot = key ? GetSlot(*key) : std::make_shared<Slot>();
@@ -297,8 +297,8 @@ Status AgentRuntime::SaveSlot(const store::AgentKey& key, const Slot& slot, doub
   if (store_ == nullptr) return Status::Ok();
   const auto t0 = Clock::now();
   const PersistedMemory p = slot.policy->Persist();
-  auto saved = store_->Save(key, *p.rows, p.tokens, p.text, p.token_ends,
-                            RecordOf(slot.spec, p.state));
+  auto saved =
+      store_->Save(key, *p.rows, p.tokens, p.text, p.token_ends, RecordOf(slot.spec, p.state));
   *seconds = SecondsSince(t0);
   return saved.status();
 }
@@ -409,6 +409,25 @@ Result<AgentStatus> AgentRuntime::Get(const store::AgentKey& key) {
     if (s.key.id == key.id) return std::move(s);
   }
   return NotFound("no agent '" + key.id + "'");
+}
+
+Result<Json> AgentRuntime::Rebuild(const store::AgentKey& key) {
+  KVMEM_RETURN_IF_ERROR(store::ValidateAgentKey(key));
+  std::shared_ptr<Slot> slot = GetSlot(key);
+  Turn turn(*slot);
+  const bool exists =
+      slot->policy != nullptr || slot->created || (store_ != nullptr && store_->Contains(key));
+  if (!exists) return NotFound("no agent '" + key.id + "'");
+  double load_seconds = 0;
+  KVMEM_RETURN_IF_ERROR(Acquire(&key, *slot, &load_seconds).status());
+  MemoryPolicy& policy = *slot->policy;
+  KVMEM_ASSIGN_OR_RETURN(Json done, policy.Rebuild());
+  slot->hot_bytes = static_cast<int64_t>(policy.bytes_in_use());
+  slot->n_tokens = policy.n_rows();
+  double save_seconds = 0;
+  if (!done.is_null()) KVMEM_RETURN_IF_ERROR(SaveSlot(key, *slot, &save_seconds));
+  EnforceBudget(slot.get());
+  return done;
 }
 
 Status AgentRuntime::Delete(const store::AgentKey& key) {

@@ -164,6 +164,10 @@ class AgentRuntime {
   Result<AgentStatus> Get(const store::AgentKey& key);
   // Waits for the agent's running turn, then forgets it in RAM and in the store.
   Status Delete(const store::AgentKey& key);
+  // Asks the agent's memory policy to re-organize from its history (MemoryPolicy::Rebuild:
+  // epicache clusters anew and rebuilds its episodes), after the turns already queued, and saves
+  // it. What the policy did (null: nothing to rebuild). NotFound for an agent with no memory.
+  Result<Json> Rebuild(const store::AgentKey& key);
 
   RuntimeStats stats();
   int64_t n_ctx() const { return n_ctx_; }
