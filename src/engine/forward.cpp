@@ -50,8 +50,8 @@ void AddRows(std::vector<model::RowRange>* ranges, std::span<const kv::RowRef> r
   for (const model::RowRange& r : *ranges) {
     if (!merged.empty() && merged.back().block == r.block &&
         merged.back().first_row + merged.back().n_rows >= r.first_row) {
-      const int32_t end = std::max(merged.back().first_row + merged.back().n_rows,
-                                   r.first_row + r.n_rows);
+      const int32_t end =
+          std::max(merged.back().first_row + merged.back().n_rows, r.first_row + r.n_rows);
       merged.back().n_rows = end - merged.back().first_row;
     } else {
       merged.push_back(r);
@@ -167,13 +167,17 @@ void ForwardPass::StepLayer() {
 }
 
 void ForwardPass::ReleaseOutOfWindow() {
-  // Later tokens come after this batch, so a local layer never again reads rows at positions
-  // <= next - window. (Positions of later batches are checked against this in Begin.)
-  const int64_t next = *std::max_element(positions_.begin(), positions_.end()) + 1;
-  const model::ModelSpec& spec = model_.spec();
+  // Later tokens come after this batch. (Positions of later batches are checked against the
+  // release in Begin.)
+  engine::ReleaseOutOfWindow(model_.spec(), seq_,
+                             *std::max_element(positions_.begin(), positions_.end()) + 1);
+}
+
+void ReleaseOutOfWindow(const model::ModelSpec& spec, kv::KvSequence* seq, int64_t next) {
+  // A local layer never again reads rows at positions <= next - window.
   for (int l = 0; l < spec.n_layers; ++l) {
     const int window = spec.layers[l].sliding_window;
-    if (window > 0) seq_->ReleaseLayerThrough(l, next - window);
+    if (window > 0) seq->ReleaseLayerThrough(l, next - window);
   }
 }
 

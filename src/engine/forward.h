@@ -114,6 +114,12 @@ class ForwardPass {
   int next_layer_ = 0;
 };
 
+// Gives back the rows of seq's sliding-window layers that no token at position >= next can read
+// (kv::KvSequence::ReleaseLayerThrough): what a persistent pass does after itself when the
+// sequence's window release is on, and what a caller that turned it off (to keep a turn
+// undoable) does once the turn is kept.
+void ReleaseOutOfWindow(const model::ModelSpec& spec, kv::KvSequence* seq, int64_t next);
+
 // Runs `tokens` at positions first_pos.. through the model over seq in micro-batches of at most
 // max_batch tokens. logits: (n, n_vocab) if all_logits else (1, n_vocab) for the last token.
 Status Forward(const model::Model& model, ThreadPool* pool, kv::KvSequence* seq,

@@ -6,14 +6,17 @@
 
 namespace kvmem::memory {
 
-FullPolicy::FullPolicy(const PolicyEnv& env, kv::KvPool* pool,
-                       std::unique_ptr<kv::KvSequence> rows, std::vector<int32_t> tokens,
-                       std::string text)
+FullPolicy::FullPolicy(const PolicyEnv& env, kv::KvPool* pool, std::unique_ptr<kv::KvSequence> rows,
+                       std::vector<int32_t> tokens, std::string text)
     : env_(env),
       pool_(pool),
       seq_(rows ? std::move(rows) : std::make_unique<kv::KvSequence>(pool)),
       tokens_(std::move(tokens)),
-      text_(std::move(text)) {}
+      text_(std::move(text)) {
+  // Sliding-window rows are given back at Commit, not by each pass: an aborted turn (a question
+  // asked of the memory, a failed request) leaves the cached prefix readable.
+  seq_->set_window_release(false);
+}
 
 Result<TurnPlan> FullPolicy::Plan(const TurnInput& input) const {
   const std::string_view text = input.prompt_text;
@@ -61,6 +64,7 @@ Result<TurnPlan> FullPolicy::Plan(const TurnInput& input) const {
 void FullPolicy::KeepPrefix(const TurnPlan& plan) {
   if (plan.kept_rows == 0) {
     seq_ = std::make_unique<kv::KvSequence>(pool_);  // frees the old rows
+    seq_->set_window_release(false);
   } else {
     seq_->Truncate(plan.kept_rows);
   }
@@ -113,8 +117,8 @@ Status FullPolicy::Step(int32_t token, std::vector<float>* logits) {
   const int32_t one[] = {token};
   {
     std::lock_guard<std::mutex> l(*env_.compute_mu);
-    KVMEM_RETURN_IF_ERROR(engine::Forward(*env_.model, env_.threads, seq_.get(), one,
-                                          seq_->n_rows(), false, logits));
+    KVMEM_RETURN_IF_ERROR(
+        engine::Forward(*env_.model, env_.threads, seq_.get(), one, seq_->n_rows(), false, logits));
   }
   tokens_.push_back(token);
   text_.append(env_.Piece(token));
@@ -122,6 +126,7 @@ Status FullPolicy::Step(int32_t token, std::vector<float>* logits) {
 }
 
 Status FullPolicy::Commit() {
+  engine::ReleaseOutOfWindow(env_.model->spec(), seq_.get(), seq_->n_rows());
   report_["kv_rows"] = seq_->n_rows();
   turn_rows_ = -1;
   return Status::Ok();
