@@ -15,6 +15,7 @@
 
 #include "CLI/CLI.hpp"
 #include "commands.h"
+#include "core/memory_usage.h"
 #include "common.h"
 #include "eval/locomo.h"
 #include "eval/locomo_qa.h"
@@ -205,6 +206,7 @@ int Run(LocomoOptions o) {
     for (const auto& c : *convs) j["conversations"].push_back(c.id);
     j["kv_format"] = o.cache_type_k + "/" + o.cache_type_v;
     j["ingest_window"] = o.ingest_window;
+    j["peak_rss_bytes"] = ReadProcessMemory().peak_rss;
     for (const auto& r : *results) {
       nlohmann::ordered_json m = SumsJson(r.overall);
       m["by_category"] = nlohmann::ordered_json::object();
@@ -328,6 +330,9 @@ void AddEvalLocomoCommand(CLI::App& eval) {
                   "epicache and its baselines: M_block, tokens prefilled between compressions")
       ->capture_default_str();
   cmd->add_option("--episodes", o->sweep.episodes, "epicache: E, episodes")->capture_default_str();
+  cmd->add_option("--regroup", o->sweep.regroup,
+                  "epicache-online: re-cluster once the history grew this many times (0: never)")
+      ->capture_default_str();
   cmd->add_option("--h2o-budget", o->sweep.h2o_budget,
                   "H2O: history rows kept per layer and KV head, half recent, half heavy hitters "
                   "(a sweep; the question is kept too). Default 256: the decode KV of MemArt's "

@@ -740,7 +740,7 @@ Result<std::vector<LocomoMethod>> ExpandLocomoMethods(const LocomoSweep& sweep) 
                     {"layer_budgets", name == "epicache" || name == "epicache-online"
                                           ? "sensitivity"
                                           : "uniform"},
-                    {"regroup", name == "epicache-online" ? 2.0 : 0.0}};
+                    {"regroup", name == "epicache-online" ? sweep.regroup : 0.0}};
         m.rebuild = name == "epicache" || name == "epicache-uniform";
         m.score_span = ScoreSpan::kQuestion;  // the question routes to an episode
         out.push_back(std::move(m));

@@ -159,6 +159,7 @@ struct LocomoSweep {
   std::vector<int> epicache_budget = {2048};
   int epicache_block = 512;
   int episodes = 4;
+  double regroup = 2.0;  // epicache-online: re-cluster at this growth (0: never)
   int keep_first = 0;
   int keep_last = 0;
   // memart: adjacent blocks each chosen block brings (MemArtConfig::neighbors), a sweep.
