@@ -56,7 +56,8 @@ nlohmann::ordered_json SumsJson(const eval::QaSums& s) {
           {"answer_nll", s.answer_nll / n},
           {"prefill_tokens_per_question", s.prefill_tokens / n},
           {"kv_len_decode", s.kv_len_decode / n},
-          {"latency_s", s.latency_s / n}};
+          {"latency_s", s.latency_s / n},
+          {"decode_tokens_per_s", s.decode_seconds > 0 ? s.decode_tokens / s.decode_seconds : 0.0}};
 }
 
 void PrintTable(const std::vector<eval::LocomoMethodResult>& results) {

@@ -29,6 +29,8 @@ void QaSums::Add(const QaSums& o) {
   prefill_tokens += o.prefill_tokens;
   kv_len_decode += o.kv_len_decode;
   latency_s += o.latency_s;
+  decode_tokens += o.decode_tokens;
+  decode_seconds += o.decode_seconds;
 }
 
 namespace {
@@ -373,6 +375,8 @@ class Runner {
       mt.prefill_tokens = windowed ? static_cast<double>(a.account.prompt_tokens)
                                    : a.report.value("prefill_tokens", 0.0);
       mt.latency_s = a.prefill_seconds + a.answer_seconds;
+      mt.decode_tokens = static_cast<double>(a.decoded);
+      mt.decode_seconds = a.answer_seconds;
       AddRecall(q.evidence, [&](size_t t) { return Recall(t, h0, a.detail); }, &mt);
       Record(m, q, ans, mt, r);
     }

@@ -120,6 +120,8 @@ struct QaSums {
   int64_t n_recall = 0;  // questions whose evidence names turns of the conversation
   double f1 = 0, bleu1 = 0, evidence_recall = 0, answer_nll = 0;
   double prefill_tokens = 0, kv_len_decode = 0, latency_s = 0;
+  // Policies: tokens of greedy answers fed back (decode steps) and the seconds the answers took.
+  double decode_tokens = 0, decode_seconds = 0;
   void Add(const QaSums& o);
 };
 

@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "core/clock.h"
+#include "core/log.h"
 #include "engine/forward.h"
 #include "memory/episodic/layer_budgets.h"
 #include "tokenizer/chat_template.h"
