@@ -217,6 +217,7 @@ int Run(LocomoOptions o) {
       m["ingest_seconds"] = r.ingest_seconds;
       if (r.rebuild_seconds > 0) m["rebuild_seconds"] = r.rebuild_seconds;
       if (r.kv_peak_bytes > 0) m["kv_peak_bytes"] = r.kv_peak_bytes;
+      if (r.history_tokens > 0) m["history_tokens"] = r.history_tokens;
       j["methods"][r.method] = m;
     }
     if (heads) {

@@ -381,6 +381,7 @@ class Runner {
       Record(m, q, ans, mt, r);
     }
     r->kv_peak_bytes = std::max(r->kv_peak_bytes, agent->kv_peak_bytes());
+    r->history_tokens += sys + static_cast<int64_t>(hist_.all.size());
     return Status::Ok();
   }
 

@@ -133,6 +133,7 @@ struct LocomoMethodResult {
   double ingest_seconds = 0;     // full, memart, h2o: feeding the history
   double rebuild_seconds = 0;    // epicache: the offline build, all conversations
   size_t kv_peak_bytes = 0;      // policies: the agent pool's peak, largest over conversations
+  int64_t history_tokens = 0;    // policies: the histories fed (system turn included), summed
 };
 
 // The methods a command line names: `names` from {full, memart, memart/model, memart/paper,
