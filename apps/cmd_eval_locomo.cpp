@@ -15,8 +15,8 @@
 
 #include "CLI/CLI.hpp"
 #include "commands.h"
-#include "core/memory_usage.h"
 #include "common.h"
+#include "core/memory_usage.h"
 #include "eval/locomo.h"
 #include "eval/locomo_qa.h"
 #include "eval/progress.h"
@@ -36,7 +36,7 @@ struct LocomoOptions {
   int conversations = 0;
   int answer_tokens = 24;
   int ingest_window = 0;  // eval::LocomoQaOptions::ingest_window
-  int head_report = 0;  // > 0: the per-head evidence tally, top K (eval/evidence_heads.h)
+  int head_report = 0;    // > 0: the per-head evidence tally, top K (eval/evidence_heads.h)
   std::vector<std::string> retrieval_heads;  // memart-heads: "LAYER.HEAD" each
   std::string memart_config = "{}";          // memart/model, memart/paper
   std::string cache_type_k = "f16", cache_type_v = "f16";
@@ -57,7 +57,9 @@ nlohmann::ordered_json SumsJson(const eval::QaSums& s) {
           {"prefill_tokens_per_question", s.prefill_tokens / n},
           {"kv_len_decode", s.kv_len_decode / n},
           {"latency_s", s.latency_s / n},
-          {"decode_tokens_per_s", s.decode_seconds > 0 ? s.decode_tokens / s.decode_seconds : 0.0}};
+          {"decode_tokens_per_s", s.decode_seconds > 0 ? s.decode_tokens / s.decode_seconds : 0.0},
+          {"kl_to_full", s.n_kl > 0 ? nlohmann::json(s.kl_to_full / static_cast<double>(s.n_kl))
+                                    : nlohmann::json(nullptr)}};
 }
 
 void PrintTable(const std::vector<eval::LocomoMethodResult>& results) {
@@ -177,12 +179,11 @@ int Run(LocomoOptions o) {
     answers.open(o.answers_out);
     if (!answers) return Fail(IoError("cannot write " + o.answers_out));
     // index: the question's place among the conversation's asked ones (as --limit counts).
-    on_answer = [&answers, asked = std::map<std::string, int>()](
-                    const eval::QaRecord& r) mutable {
+    on_answer = [&answers, asked = std::map<std::string, int>()](const eval::QaRecord& r) mutable {
       const int index = asked[r.method + "\n" + r.conversation]++;
-      nlohmann::ordered_json j = {{"method", r.method},         {"conversation", r.conversation},
-                                  {"index", index},             {"question", r.question},
-                                  {"gold", r.gold},             {"prediction", r.prediction},
+      nlohmann::ordered_json j = {{"method", r.method},    {"conversation", r.conversation},
+                                  {"index", index},        {"question", r.question},
+                                  {"gold", r.gold},        {"prediction", r.prediction},
                                   {"category", r.category}};
       const nlohmann::ordered_json m = SumsJson(r.metrics);
       for (auto it = m.begin(); it != m.end(); ++it) {

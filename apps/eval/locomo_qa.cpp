@@ -1,12 +1,11 @@
 #include "eval/locomo_qa.h"
 
-#include "core/clock.h"
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <memory>
 
+#include "core/clock.h"
 #include "engine/forward.h"
 #include "engine/generate.h"
 #include "eval/bm25.h"
@@ -31,6 +30,8 @@ void QaSums::Add(const QaSums& o) {
   latency_s += o.latency_s;
   decode_tokens += o.decode_tokens;
   decode_seconds += o.decode_seconds;
+  kl_to_full += o.kl_to_full;
+  n_kl += o.n_kl;
 }
 
 namespace {
@@ -186,6 +187,7 @@ class Runner {
     bm25_.reset();
     turn_embeddings_.clear();
     questions_.clear();
+    full_first_.clear();
     for (const LocomoQa& qa : c.qa) {
       if (qa.category == 5 || qa.answer.empty()) continue;
       if (o_.limit > 0 && static_cast<int>(questions_.size()) >= o_.limit) break;
@@ -377,7 +379,15 @@ class Runner {
       mt.latency_s = a.prefill_seconds + a.answer_seconds;
       mt.decode_tokens = static_cast<double>(a.decoded);
       mt.decode_seconds = a.answer_seconds;
-      AddRecall(q.evidence, [&](size_t t) { return Recall(t, h0, a.detail); }, &mt);
+      const size_t qi = static_cast<size_t>(&q - questions_.data());
+      if (m.kind == LocomoMethodKind::kFull) {
+        full_first_[qi] = std::move(a.first_logits);
+      } else if (auto it = full_first_.find(qi); it != full_first_.end()) {
+        mt.kl_to_full = KlDivergence(it->second, a.first_logits);
+        mt.n_kl = 1;
+      }
+      AddRecall(
+          q.evidence, [&](size_t t) { return Recall(t, h0, a.detail); }, &mt);
       Record(m, q, ans, mt, r);
     }
     r->kv_peak_bytes = std::max(r->kv_peak_bytes, agent->kv_peak_bytes());
@@ -542,10 +552,10 @@ class Runner {
       }
       // The tokens that score: all of the prompt's but its last, the message content's, or the
       // question's.
-      const tokenizer::TokenSpan scoring =
-          m.score_span == ScoreSpan::kQuestion  ? q.question_tokens
-          : m.score_span == ScoreSpan::kContent ? q.content_tokens
-                                                : tokenizer::TokenSpan{};
+      const tokenizer::TokenSpan scoring = m.score_span == ScoreSpan::kQuestion ? q.question_tokens
+                                           : m.score_span == ScoreSpan::kContent
+                                               ? q.content_tokens
+                                               : tokenizer::TokenSpan{};
       if (!evidence.empty()) {
         const model::ModelSpec& s = model_.spec();
         mem->set_query_observer([&](int layer, std::span<const float> raw_q, int n) {
@@ -624,6 +634,8 @@ class Runner {
   tokenizer::ChatTemplate tmpl_;  // without a default system turn
   std::string system_;            // the template's default system turn, rendered, or empty
   const LocomoConversation* conv_ = nullptr;
+  // Question index -> full context's first-token logits (this conversation's `full` method).
+  std::map<size_t, std::vector<float>> full_first_;
   History hist_;
   std::unique_ptr<Bm25Index> bm25_;     // of the conversation's turns, built on first use
   std::vector<float> turn_embeddings_;  // (turns, encoder dim), computed on first use
@@ -640,8 +652,8 @@ Result<QuestionPrompt> BuildQuestionPrompt(const tokenizer::ChatTemplate& tmpl,
     return Internal("locomo: an empty question");
   }
   const tokenizer::ChatMessage msg{
-      "user",
-      "Based on the conversation above, answer the question in a few words.\nQuestion: " + question};
+      "user", "Based on the conversation above, answer the question in a few words.\nQuestion: " +
+                  question};
   auto text = tokenizer::RenderChat(tmpl, std::span(&msg, 1), /*add_generation_prompt=*/true);
   if (!text.ok()) return text.status();
   QuestionPrompt p;
@@ -742,9 +754,8 @@ Result<std::vector<LocomoMethod>> ExpandLocomoMethods(const LocomoSweep& sweep) 
                     {"block", sweep.epicache_block},
                     {"episodes", sweep.episodes},
                     {"scoring", EpiCacheScoring(name)},
-                    {"layer_budgets", name == "epicache" || name == "epicache-online"
-                                          ? "sensitivity"
-                                          : "uniform"},
+                    {"layer_budgets",
+                     name == "epicache" || name == "epicache-online" ? "sensitivity" : "uniform"},
                     {"regroup", name == "epicache-online" ? sweep.regroup : 0.0}};
         m.rebuild = name == "epicache" || name == "epicache-uniform";
         m.score_span = ScoreSpan::kQuestion;  // the question routes to an episode
@@ -771,10 +782,9 @@ Result<std::vector<LocomoMethod>> ExpandLocomoMethods(const LocomoSweep& sweep) 
         ScoreSpan span = ScoreSpan::kPrompt;
       };
       std::vector<Variant> variants;
-      const std::map<std::string, ScoreSpan> span_names = {
-          {"prompt", ScoreSpan::kPrompt},
-          {"content", ScoreSpan::kContent},
-          {"question", ScoreSpan::kQuestion}};
+      const std::map<std::string, ScoreSpan> span_names = {{"prompt", ScoreSpan::kPrompt},
+                                                           {"content", ScoreSpan::kContent},
+                                                           {"question", ScoreSpan::kQuestion}};
       std::vector<ScoreSpan> spans;
       for (const std::string& span : sweep.score_spans) {
         auto it = span_names.find(span);
@@ -830,14 +840,18 @@ Result<std::vector<LocomoMethod>> ExpandLocomoMethods(const LocomoSweep& sweep) 
               m.score_span = v.span;
               // What the memart policy offers runs through it; the deviations it does not
               // (docs/eval/memart.md: no gain measured) run on MemArtMemory here.
-              if (!c.coupled_positions && !m.blocks_as_text && !c.turn_bounded &&
-                  !c.whole_turns && strategy->block_score != memory::BlockScore::kCentre &&
+              if (!c.coupled_positions && !m.blocks_as_text && !c.turn_bounded && !c.whole_turns &&
+                  strategy->block_score != memory::BlockScore::kCentre &&
                   sweep.ingest_window == 0 && !sweep.head_tally) {
                 m.policy = "memart";
-                m.config = {{"preset", "paper"},       {"block_size", bs},
-                            {"top_k", k},              {"strategy", st},
-                            {"keep_first", c.keep_first}, {"keep_last", c.keep_last},
-                            {"neighbors", v.nb},        {"heads", memory::Json::array()}};
+                m.config = {{"preset", "paper"},
+                            {"block_size", bs},
+                            {"top_k", k},
+                            {"strategy", st},
+                            {"keep_first", c.keep_first},
+                            {"keep_last", c.keep_last},
+                            {"neighbors", v.nb},
+                            {"heads", memory::Json::array()}};
                 for (const memory::HeadRef& h : c.retrieval_heads) {
                   m.config["heads"].push_back(memory::HeadRefName(h));
                 }
@@ -861,7 +875,8 @@ Result<std::vector<LocomoMethodResult>> RunLocomoQa(
     const std::vector<LocomoConversation>& convs, const std::vector<LocomoMethod>& methods,
     const LocomoQaOptions& options, const QaCallback& on_answer) {
   for (const LocomoMethod& m : methods) {
-    const bool tallied = options.evidence_heads != nullptr && m.name == options.evidence_heads_method;
+    const bool tallied =
+        options.evidence_heads != nullptr && m.name == options.evidence_heads_method;
     if (m.kind == LocomoMethodKind::kMemArt && !m.policy.empty() &&
         (options.ingest_window > 0 || tallied)) {
       return InvalidArgument("locomo: " + m.name + " runs as the memart policy, which offers no " +

@@ -35,7 +35,8 @@
 // retrieved there; for h2o likewise averaged over layers and KV heads, a turn counting in a
 // (layer, KV head) when half its rows were kept there), answer NLL (mean per token,
 // teacher-forced, of the gold answer after the prompt), prefill tokens, KV rows at decode,
-// seconds.
+// seconds, and for policies run after `full` the KL of the first answer token's distribution
+// from full context's.
 // Not thread-safe; the ThreadPool parallelizes inside the forward passes.
 #pragma once
 
@@ -122,6 +123,9 @@ struct QaSums {
   double prefill_tokens = 0, kv_len_decode = 0, latency_s = 0;
   // Policies: tokens of greedy answers fed back (decode steps) and the seconds the answers took.
   double decode_tokens = 0, decode_seconds = 0;
+  // Policies after `full` in the same run: KL(P_full || P_method) of the answer's first token.
+  double kl_to_full = 0;
+  int64_t n_kl = 0;
   void Add(const QaSums& o);
 };
 

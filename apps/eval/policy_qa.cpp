@@ -1,15 +1,13 @@
 #include "eval/policy_qa.h"
 
-#include "core/clock.h"
-
 #include <chrono>
 
+#include "core/clock.h"
 #include "engine/sampler.h"
 #include "eval/metrics.h"
 
 namespace kvmem::eval {
 namespace {
-
 
 constexpr int kBlockRows = 256;  // as the server's agents (AgentRuntimeOptions)
 
@@ -37,8 +35,7 @@ Result<std::unique_ptr<EvalAgent>> EvalAgent::Create(const model::Model& model,
   a->pool_ = std::make_unique<kv::KvPool>(model.kv_geometry(kBlockRows),
                                           static_cast<int>((rows + kBlockRows - 1) / kBlockRows),
                                           options.formats);
-  KVMEM_ASSIGN_OR_RETURN(a->policy_,
-                         a->spec_.kind->create(env, a->spec_.config, a->pool_.get()));
+  KVMEM_ASSIGN_OR_RETURN(a->policy_, a->spec_.kind->create(env, a->spec_.config, a->pool_.get()));
   return a;
 }
 
@@ -80,6 +77,7 @@ Result<Asked> EvalAgent::Ask(std::string_view prompt_text, std::string_view focu
   a.prefill_seconds = SecondsSince(t0);
   a.report = policy_->Report();
   a.detail = policy_->Detail();
+  a.first_logits = logits;
   t0 = std::chrono::steady_clock::now();
   engine::SamplerConfig greedy;
   greedy.temperature = 0;

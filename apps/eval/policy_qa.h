@@ -41,6 +41,7 @@ struct Asked {
   memory::Json detail;  // its Detail()
   int64_t decoded = 0;  // tokens of the answer fed back (rows read at the end: prompt + these)
   double prefill_seconds = 0, answer_seconds = 0;
+  std::vector<float> first_logits;  // (n_vocab) what the greedy answer's first token is drawn from
 };
 
 class EvalAgent {
