@@ -158,6 +158,63 @@ TEST_F(EpiCachePolicyTest, RoutesToTheEpisodeWithTheNearestCentroid) {
   }
 }
 
+// A stored memory is untrusted: a state its rows cannot serve is refused as Corrupt, never read.
+TEST_F(EpiCachePolicyTest, RestoreRefusesAStateItsRowsCannotServe) {
+  const Json config = {
+      {"budget", 24}, {"block", 40}, {"episodes", 2}, {"segment", 2}, {"layer_budgets", "uniform"},
+      {"regroup", 0}};
+  Agent epi = Make("epicache", config);
+  for (int i = 0; i < 12; ++i) Feed(epi.policy.get(), kLines[i % 6]);
+  const PersistedMemory p = epi.policy->Persist();
+  const Json state = p.state;
+  const std::vector<int32_t> tokens(p.tokens.begin(), p.tokens.end());
+  const std::string text(p.text);
+  const int64_t n_rows = p.rows->n_rows();
+  const PolicyKind& kind = **FindPolicyKind("epicache");
+  const Json parsed = *kind.parse(env_, config);
+  // Restores over zero rows of the stored count; `release` gives back layer 0 of the first block.
+  auto restore = [&](const Json& st, bool release) {
+    kv::KvPool pool(model_->kv_geometry(8), 64, {kv::KvFormat::kF16, kv::KvFormat::kF16});
+    StoredMemory m;
+    m.rows = std::make_unique<kv::KvSequence>(&pool);
+    auto rows = m.rows->AppendRows(static_cast<int>(n_rows), 0);
+    EXPECT_TRUE(rows.ok());
+    const kv::KvGeometry& g = pool.geometry();
+    const std::vector<float> k(g.n_kv_heads * g.head_dim_k), v(g.n_kv_heads * g.head_dim_v);
+    for (const kv::RowRef r : *rows) {
+      for (int l = 0; l < g.n_layers; ++l) pool.WriteToken(r, l, k.data(), v.data());
+    }
+    if (release) m.rows->ReleaseStorage(0, 0);
+    m.tokens = tokens;
+    m.text = text;
+    m.state = st;
+    return kind.restore(env_, parsed, &pool, std::move(m)).status();
+  };
+  ASSERT_TRUE(restore(state, false).ok()) << restore(state, false).ToString();
+  EXPECT_EQ(restore(state, true).code(), ErrorCode::kCorrupt);
+  const std::vector<std::pair<std::string, Json>> edits = {
+      {"capacity", 7},
+      {"tail_first", 3},
+      {"next_pos", -1},
+      {"utterances", {5, 3}},
+      {"prompts", {{-1}}},
+      {"layer_rows", {1, 1}},
+      {"caches", {{{"next_pos", 0}, {"positions", "!!"}}}},
+      {"version", 2},
+  };
+  for (const auto& [key, value] : edits) {
+    Json bad = state;
+    bad[key] = value;
+    EXPECT_EQ(restore(bad, false).code(), ErrorCode::kCorrupt) << key;
+  }
+  Json bad = state;
+  bad["caches"][0]["positions"] = "AAAA";  // too short for the layers and heads
+  EXPECT_EQ(restore(bad, false).code(), ErrorCode::kCorrupt);
+  bad = state;
+  bad["episodes"]["k"] = 5;
+  EXPECT_EQ(restore(bad, false).code(), ErrorCode::kCorrupt);
+}
+
 // A client's rebuild (AgentRuntime::Rebuild, POST /v1/agents/{id}/rebuild): episodes clustered
 // anew and saved, so a restarted runtime answers as the live one; nothing to do for `full`.
 TEST_F(EpiCachePolicyTest, RuntimeRebuildIsSavedAndSurvivesARestart) {

@@ -28,6 +28,9 @@ using Type = ConfigField::Type;
 constexpr char kGenericPrompt[] =
     "Summarize the previous context highlighting the most important parts.";
 constexpr int kSnapKvWindow = 64;  // SnapKV's observation window (appendix A.2)
+// A patched prompt's tokens at most (its first ones): the paper's medoid segments are a few
+// hundred tokens; an agent's messages may be far longer, and the prompt runs as one batch.
+constexpr size_t kMaxPromptTokens = 1024;
 constexpr uint64_t kClusterSeed = 0;
 
 std::vector<ConfigField> Fields() {
@@ -531,7 +534,9 @@ Status EpiCachePolicy::RebuildFromText() {
       for (int s : MedoidSegments(episodes, emb, e, settings().medoids)) {
         p += (p.empty() ? "" : "\n") + seg_text[s];
       }
-      prompts.push_back(env_.tok->Encode(p, false, false));
+      std::vector<int32_t> ids = env_.tok->Encode(p, false, false);
+      if (ids.size() > kMaxPromptTokens) ids.resize(kMaxPromptTokens);
+      prompts.push_back(std::move(ids));
     }
   }
   // Start over: the old rows go first, so the peak is the new caches and one block.
@@ -661,7 +666,22 @@ Status EpiCachePolicy::RestoreState(const Json& s, std::vector<int32_t> tokens) 
     for (int l = 0; l < c.n_layers; ++l) {
       if (c.layer_rows(l) > layer_need_[l]) return bad("a layer keeps more rows than its budget");
     }
+    // Every row a cache reads must have its layer's storage (a file may say it was released).
+    const kv::KvPool& pool = *rows_->pool();
+    const int64_t br = pool.geometry().block_rows;
+    for (int l = 0; l < c.n_layers; ++l) {
+      for (int64_t r = 0; r < c.layer_rows(l); r += br) {
+        if (!pool.has_layer(RowAt(*rows_, c.first_row + r).block, l)) {
+          return bad("a cache reads rows of layer " + std::to_string(l) + " the store released");
+        }
+      }
+    }
     caches_.push_back(std::move(c));
+  }
+  for (int64_t r = tail_first_; r < n_rows; r += rows_->pool()->geometry().block_rows) {
+    if (!rows_->pool()->has_all_layers(RowAt(*rows_, r).block)) {
+      return bad("the tail's rows lack a layer");
+    }
   }
   if (!s.contains("utterances") || !s["utterances"].is_array()) return bad("utterances missing");
   size_t prev = 0;
