@@ -160,19 +160,6 @@ Result<std::vector<double>> Sensitivity(const PolicyEnv& env) {
   return s;
 }
 
-// [begin, end) ranges of an ascending list.
-Json Ranges(const std::vector<int64_t>& rows) {
-  Json flat = Json::array();
-  for (size_t k = 0; k < rows.size();) {
-    size_t e = k + 1;
-    while (e < rows.size() && rows[e] == rows[e - 1] + 1) ++e;
-    flat.push_back(rows[k]);
-    flat.push_back(rows[e - 1] + 1);
-    k = e;
-  }
-  return flat;
-}
-
 }  // namespace
 
 PolicyKind EpiCachePolicyKind() {
@@ -588,7 +575,7 @@ Json EpiCachePolicy::Detail() const {
   for (const std::vector<int64_t>& pos : c.pos) {
     std::vector<int64_t> rows = pos;
     for (int64_t p = tail_begin; p < next_pos_; ++p) rows.push_back(p);
-    lists.push_back(Ranges(rows));
+    lists.push_back(RowRangesJson(rows));
   }
   return Json{{"kept", std::move(lists)}};
 }

@@ -12,16 +12,28 @@ using Type = ConfigField::Type;
 
 std::vector<ConfigField> Fields() {
   return {
-      {"budget", Type::kInt, 256, 1, 1 << 20, {}, 0,
+      {"budget",
+       Type::kInt,
+       256,
+       1,
+       1 << 20,
+       {},
+       0,
        "history rows each (layer, KV head) reads, beyond the turn's own"},
-      {"recent_ratio", Type::kNumber, 0.5, 0, 1, {}, 0,
+      {"recent_ratio",
+       Type::kNumber,
+       0.5,
+       0,
+       1,
+       {},
+       0,
        "share of the budget given to the most recent rows; the rest to the heaviest hitters"},
   };
 }
 
 std::string Base64(const std::vector<double>& v) {
-  return Base64Encode(std::string_view(reinterpret_cast<const char*>(v.data()),
-                                       v.size() * sizeof(double)));
+  return Base64Encode(
+      std::string_view(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(double)));
 }
 
 Result<std::vector<double>> FromBase64(const std::string& s) {
@@ -54,8 +66,7 @@ PolicyKind H2oPolicyKind() {
   return k;
 }
 
-H2oPolicy::H2oPolicy(const PolicyEnv& env, kv::KvPool* pool, H2oConfig config,
-                     StoredMemory stored)
+H2oPolicy::H2oPolicy(const PolicyEnv& env, kv::KvPool* pool, H2oConfig config, StoredMemory stored)
     : FullPolicy(env, pool, std::move(stored.rows), std::move(stored.tokens),
                  std::move(stored.text)),
       config_(config),
@@ -90,8 +101,8 @@ Result<PromptAccount> H2oPolicy::Apply(const TurnPlan& plan, std::vector<float>*
     Status st;
     {
       std::lock_guard<std::mutex> l(*env_.compute_mu);
-      st = ForwardScored(*env_.model, env_.threads, seq_.get(), part, at, &scores_,
-                         env_.max_batch, out);
+      st = ForwardScored(*env_.model, env_.threads, seq_.get(), part, at, &scores_, env_.max_batch,
+                         out);
     }
     if (!st.ok()) return st;
     tokens_.insert(tokens_.end(), part.begin(), part.end());
@@ -123,24 +134,15 @@ void H2oPolicy::Abort() {
   scores_ = saved_scores_;
   size_t i = 0;
   for (int l = 0; l < scores_.n_layers(); ++l) {
-    for (int g = 0; g < scores_.n_kv_heads(); ++g) seq_->view().mutable_head(l, g) = saved_lists_[i++];
+    for (int g = 0; g < scores_.n_kv_heads(); ++g)
+      seq_->view().mutable_head(l, g) = saved_lists_[i++];
   }
   saved_lists_.clear();
 }
 
 Json H2oPolicy::Detail() const {
   Json lists = Json::array();
-  for (const std::vector<int64_t>& rows : kept_) {
-    Json flat = Json::array();
-    for (size_t k = 0; k < rows.size();) {
-      size_t e = k + 1;
-      while (e < rows.size() && rows[e] == rows[e - 1] + 1) ++e;
-      flat.push_back(rows[k]);
-      flat.push_back(rows[e - 1] + 1);
-      k = e;
-    }
-    lists.push_back(std::move(flat));
-  }
+  for (const std::vector<int64_t>& rows : kept_) lists.push_back(RowRangesJson(rows));
   return Json{{"kept", std::move(lists)}};
 }
 
@@ -197,8 +199,9 @@ Status H2oPolicy::RestoreState(const Json& state) {
   if (!state.contains("scored_rows") || !state["scored_rows"].is_number_integer() ||
       !state.contains("scores") || !state["scores"].is_string() || !state.contains("evicted") ||
       !state["evicted"].is_array() || state["evicted"].size() != n_lists) {
-    return Corrupt("h2o state: expected scored_rows, scores and evicted (one list per layer "
-                   "and KV head)");
+    return Corrupt(
+        "h2o state: expected scored_rows, scores and evicted (one list per layer "
+        "and KV head)");
   }
   const int64_t scored = state["scored_rows"].get<int64_t>();
   if (scored < 0 || scored > n_rows) {
@@ -212,8 +215,8 @@ Status H2oPolicy::RestoreState(const Json& state) {
   for (int l = 0; l < n_layers; ++l) {
     for (int g = 0; g < n_heads; ++g) {
       const size_t li = static_cast<size_t>(l) * n_heads + g;
-      scores_.Set(l, g, std::vector<double>(all.begin() + li * scored,
-                                            all.begin() + (li + 1) * scored));
+      scores_.Set(l, g,
+                  std::vector<double>(all.begin() + li * scored, all.begin() + (li + 1) * scored));
       const Json& ranges = state["evicted"][li];
       if (!ranges.is_array() || ranges.size() % 2 != 0) {
         return Corrupt("h2o state: evicted[" + std::to_string(li) + "] is not a list of pairs");

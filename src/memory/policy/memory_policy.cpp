@@ -8,4 +8,16 @@ std::string_view PolicyEnv::Piece(int32_t id) const {
   return tok->TokenToPiece(id, /*render_special=*/true);
 }
 
+Json RowRangesJson(std::span<const int64_t> rows) {
+  Json flat = Json::array();
+  for (size_t k = 0; k < rows.size();) {
+    size_t e = k + 1;
+    while (e < rows.size() && rows[e] == rows[e - 1] + 1) ++e;
+    flat.push_back(rows[k]);
+    flat.push_back(rows[e - 1] + 1);
+    k = e;
+  }
+  return flat;
+}
+
 }  // namespace kvmem::memory

@@ -44,8 +44,8 @@
 #include "kv/kv_sequence.h"
 #include "memory/embed/sentence_encoder.h"
 #include "memory/store/prefix_match.h"
-#include "tokenizer/token_span.h"
 #include "model/model.h"
+#include "tokenizer/token_span.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kvmem::memory {
@@ -87,12 +87,12 @@ struct TurnInput {
 // to read, which rows to evict) for Apply in `detail`.
 struct TurnPlan {
   store::PrefixMatchKind match = store::PrefixMatchKind::kExact;
-  int64_t kept_rows = 0;          // stored rows reused as they are (the cached prefix)
-  size_t kept_text_bytes = 0;     // bytes of the prompt the kept rows spell
-  std::vector<int32_t> prefill;   // tokens computed this turn; the last is decoded from
-  tokenizer::TokenSpan focus;     // prefill tokens that score memory
-  std::string_view prompt_text;   // the input's (valid for the turn)
-  Json detail = Json::object();   // the policy's own (not interpreted by the runtime)
+  int64_t kept_rows = 0;         // stored rows reused as they are (the cached prefix)
+  size_t kept_text_bytes = 0;    // bytes of the prompt the kept rows spell
+  std::vector<int32_t> prefill;  // tokens computed this turn; the last is decoded from
+  tokenizer::TokenSpan focus;    // prefill tokens that score memory
+  std::string_view prompt_text;  // the input's (valid for the turn)
+  Json detail = Json::object();  // the policy's own (not interpreted by the runtime)
 };
 
 // What the prompt cost, known after Apply.
@@ -107,10 +107,14 @@ struct PersistedMemory {
   // (rows->n_rows()) their ids; rows that hold no single token (EpiCache's compressed slots,
   // whose layers and KV heads each hold a different one) carry 0.
   std::span<const int32_t> tokens;
-  std::string_view text;                 // the text the tokens spell
-  std::span<const size_t> token_ends;    // empty, or (tokens) where each token's text ends
-  Json state = Json::object();           // the policy's own state
+  std::string_view text;               // the text the tokens spell
+  std::span<const size_t> token_ends;  // empty, or (tokens) where each token's text ends
+  Json state = Json::object();         // the policy's own state
 };
+
+// Ascending row indices as the flat [begin, end, begin, end, ...] list of their runs: how
+// Detail() reports the rows a list read.
+Json RowRangesJson(std::span<const int64_t> ascending);
 
 class MemoryPolicy {
  public:
