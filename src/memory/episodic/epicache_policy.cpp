@@ -145,18 +145,20 @@ int64_t RowsNeeded(const PolicyEnv& env, const Json& c) {
   return episodes * RegionBound(spec, c, 256) + 2 * c.at("block").get<int64_t>() + env.n_ctx + 1024;
 }
 
-// s_l per model, profiled once per process (and cached on disk where presets live).
+// s_l per model, profiled once per process for a model with a fingerprint (and cached on disk
+// where presets live).
 Result<std::vector<double>> Sensitivity(const PolicyEnv& env) {
   static std::mutex mu;
-  static std::map<const model::Model*, std::vector<double>> cache;
+  static std::map<std::string, std::vector<double>> cache;  // by model fingerprint
   std::lock_guard<std::mutex> lock(mu);
-  if (auto it = cache.find(env.model); it != cache.end()) return it->second;
+  const std::string& key = env.model_fingerprint;
+  if (auto it = cache.find(key); !key.empty() && it != cache.end()) return it->second;
   Result<std::vector<double>> s = [&] {
     std::lock_guard<std::mutex> compute(*env.compute_mu);
     return LoadOrProfileSensitivity(*env.model, env.threads, *env.tok, env.model_fingerprint,
                                     env.presets_dir);
   }();
-  if (s.ok()) cache[env.model] = *s;
+  if (s.ok() && !key.empty()) cache[key] = *s;
   return s;
 }
 
