@@ -61,14 +61,16 @@ std::vector<ConfigField> Fields() {
        0,
        "what scores rows: the episode's medoid (EpiCache), a generic prompt (InfiniPot), the "
        "block's last 64 tokens (SnapKV), key diversity (KeyDiff), recency (StreamingLLM)"},
+      // Uniform by default: on Gemma-3, Eq. 10 gives the first global layer one row and costs
+      // 1.96 nats of answer NLL (docs/eval/epicache.md).
       {"layer_budgets",
        Type::kString,
-       "sensitivity",
+       "uniform",
        0,
        0,
-       {"sensitivity", "uniform"},
+       {"uniform", "sensitivity"},
        0,
-       "per-layer budgets by measured sensitivity to block prefill (Eq. 10), or M everywhere"},
+       "M in every global layer, or budgets by measured sensitivity to block prefill (Eq. 10)"},
       {"alpha", Type::kNumber, 1.2, 0, 4, {}, 0, "sharpness of the sensitivity budgets"},
       {"heads",
        Type::kString,

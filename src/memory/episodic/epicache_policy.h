@@ -9,8 +9,8 @@
 //             prompt
 //   caches    per episode a compressed cache (compressed_cache.h) built by block prefill of the
 //             whole history, scored with that episode's prompt (block_compression.h): per layer
-//             and KV head at most the layer's budget of rows (sensitivity-aware budgets,
-//             layer_budgets.h, or uniform)
+//             and KV head at most the layer's budget of rows (uniform by default, or the
+//             paper's sensitivity-aware budgets, layer_budgets.h)
 //   tail      the newest turns, uncompressed, until they fill a block
 //
 // A turn prefills only what its prompt adds, over the routed episode's cache and the tail: the
