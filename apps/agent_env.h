@@ -30,8 +30,9 @@ struct AgentEnvOptions {
   // The memory policy of agents created without one (AgentRuntime::SetDefaultMemory).
   std::string memory = "full";
   std::string memory_config = "{}";  // JSON object
-  // The sentence encoder epicache clusters with; empty: the installed all-MiniLM-L6-v2 when
-  // present (else none, and the episodic policy is refused with how to install one).
+  // The sentence encoder policies cluster and route text with; empty: the installed
+  // all-MiniLM-L6-v2 when present (else none; a policy that needs one refuses with how to
+  // install it).
   std::string embed_model;
 };
 

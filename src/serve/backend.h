@@ -70,9 +70,9 @@ class Backend {
   // Forgets the agent: its cache in memory and in the store. NotFound if there is none. Waits
   // for (or rejects) a generation of that agent in progress: that choice is the backend's.
   virtual Status DeleteAgent(const std::string& tenant, const std::string& id) = 0;
-  // POST /v1/agents/{id}/rebuild: the agent's memory re-organized from its history (epicache:
-  // episodes clustered anew and rebuilt); what it did, null when its policy has nothing to
-  // rebuild. NotFound if there is no such agent.
+  // POST /v1/agents/{id}/rebuild: the agent's memory re-organized from its history
+  // (MemoryPolicy::Rebuild); what it did, null when its policy has nothing to rebuild.
+  // NotFound if there is no such agent.
   virtual Result<nlohmann::json> RebuildAgent(const std::string& tenant, const std::string& id) = 0;
 
   // GET /v1/policies: every memory policy with its description, config fields (defaults,

@@ -59,8 +59,8 @@ struct AgentRuntimeOptions {
   int64_t max_history_tokens = int64_t{1} << 17;
   std::string model_fingerprint;  // for per-model presets (PolicyEnv)
   std::string presets_dir;
-  // The sentence encoder policies cluster and route text with (epicache); may be null. Outlives
-  // the runtime.
+  // The sentence encoder policies cluster and route text with (PolicyEnv::encoder); may be
+  // null. Outlives the runtime.
   const embed::SentenceEncoder* encoder = nullptr;
 };
 
@@ -164,9 +164,9 @@ class AgentRuntime {
   Result<AgentStatus> Get(const store::AgentKey& key);
   // Waits for the agent's running turn, then forgets it in RAM and in the store.
   Status Delete(const store::AgentKey& key);
-  // Asks the agent's memory policy to re-organize from its history (MemoryPolicy::Rebuild:
-  // epicache clusters anew and rebuilds its episodes), after the turns already queued, and saves
-  // it. What the policy did (null: nothing to rebuild). NotFound for an agent with no memory.
+  // Asks the agent's memory policy to re-organize from its history (MemoryPolicy::Rebuild),
+  // after the turns already queued, and saves it. What the policy did (null: nothing to
+  // rebuild). NotFound for an agent with no memory.
   Result<Json> Rebuild(const store::AgentKey& key);
 
   RuntimeStats stats();
