@@ -182,15 +182,15 @@ PolicyKind EpiCachePolicyKind() {
   return k;
 }
 
-EpiCachePolicy::EpiCachePolicy(const PolicyEnv& env, kv::KvPool* pool, Json config)
-    : env_(env), pool_(pool), config_(std::move(config)) {}
+EpiCachePolicy::EpiCachePolicy(const PolicyEnv& env, kv::KvPool* pool)
+    : env_(env), pool_(pool) {}
 
 bool EpiCachePolicy::episodic() const { return settings().scoring == "episode"; }
 
 Result<std::unique_ptr<EpiCachePolicy>> EpiCachePolicy::Make(const PolicyEnv& env,
                                                              const Json& config, kv::KvPool* pool,
                                                              StoredMemory stored) {
-  std::unique_ptr<EpiCachePolicy> p(new EpiCachePolicy(env, pool, config));
+  std::unique_ptr<EpiCachePolicy> p(new EpiCachePolicy(env, pool));
   auto s = std::make_shared<Settings>();
   s->budget = config.at("budget").get<int64_t>();
   s->block = config.at("block").get<int64_t>();

@@ -73,7 +73,7 @@ class EpiCachePolicy : public MemoryPolicy {
 
  private:
   struct Settings;
-  EpiCachePolicy(const PolicyEnv& env, kv::KvPool* pool, Json config);
+  EpiCachePolicy(const PolicyEnv& env, kv::KvPool* pool);
   const Settings& settings() const { return *settings_; }
   bool episodic() const;
   // The episode whose centroid is nearest to the text's embedding (0 without episodes).
@@ -96,7 +96,6 @@ class EpiCachePolicy : public MemoryPolicy {
 
   const PolicyEnv& env_;
   kv::KvPool* pool_;
-  Json config_;
   std::shared_ptr<const Settings> settings_;
   CompressionConfig compression_;
   int64_t capacity_ = 0;             // rows of each cache's region (whole blocks)
