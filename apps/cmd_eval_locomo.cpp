@@ -191,6 +191,7 @@ int Run(LocomoOptions o) {
       }
       // No recall for a question whose evidence names no turn of its conversation.
       if (r.metrics.n_recall == 0) j["evidence_recall"] = nullptr;
+      if (r.episode >= 0) j["episode"] = r.episode;
       answers << j.dump() << "\n";
     };
   }
@@ -261,7 +262,7 @@ void AddEvalLocomoCommand(CLI::App& eval) {
                   "memart-coupled, memart-heads, memart-heads-text (the heads' blocks read as "
                   "text: a diagnostic), bm25, embed, h2o, epicache (offline build), "
                   "epicache-uniform (uniform layer budgets), epicache-online (as lived, "
-                  "regrouping), and block-prefill baselines streamingllm, snapkv, keydiff, "
+                  "regrouping, uniform budgets), and block-prefill baselines streamingllm, snapkv, keydiff, "
                   "infinipot (a sweep of --budget); full, h2o, memart and epicache run as the "
                   "server's agent policies")
       ->delimiter(',')
@@ -335,6 +336,12 @@ void AddEvalLocomoCommand(CLI::App& eval) {
   cmd->add_option("--episodes", o->sweep.episodes, "epicache: E, episodes")->capture_default_str();
   cmd->add_option("--regroup", o->sweep.regroup,
                   "epicache-online: re-cluster once the history grew this many times (0: never)")
+      ->capture_default_str();
+  cmd->add_option("--positions", o->sweep.positions,
+                  "epicache and its baselines: kept rows keep their positions until the context "
+                  "runs out (kept) or are always re-placed at compact ones (compact; the method "
+                  "names get /compact)")
+      ->check(CLI::IsMember({"kept", "compact"}))
       ->capture_default_str();
   cmd->add_option("--h2o-budget", o->sweep.h2o_budget,
                   "H2O: history rows kept per layer and KV head, half recent, half heavy hitters "

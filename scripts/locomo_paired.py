@@ -12,7 +12,10 @@ the same methods (ingested differently, say) can be compared.
 For every other method, prints the mean of (method - base) over the questions both answered,
 and a 95% interval for it from a paired bootstrap (resampling questions; 10,000 draws, fixed
 seed), so a difference of a few hundredths of a nat can be told from the noise of which
-questions were asked. --from-index N keeps the questions from the N-th of each conversation on
+questions were asked. Where both methods routed their questions to episodes (epicache's answer
+records carry "episode"), also prints how alike the two routings are: the adjusted Rand index
+of the two partitions of the questions (1: the same grouping, whatever the episodes' numbers;
+about 0: no more alike than chance). --from-index N keeps the questions from the N-th of each conversation on
 (e.g. 30: those that --limit 30 runs did not ask). Standard library only.
 """
 import argparse
@@ -65,6 +68,37 @@ def paired(base, other, metric, draws, rng):
     return len(d), mean, lo, hi, wins
 
 
+def comb2(n):
+    return n * (n - 1) / 2
+
+
+def adjusted_rand_index(a, b):
+    """Hubert & Arabie's adjusted Rand index of two labelings of the same items (1.0 when both
+    put everything in one group, as sklearn)."""
+    n = len(a)
+    pairs, rows, cols = {}, {}, {}
+    for x, y in zip(a, b):
+        pairs[(x, y)] = pairs.get((x, y), 0) + 1
+        rows[x] = rows.get(x, 0) + 1
+        cols[y] = cols.get(y, 0) + 1
+    index = sum(comb2(c) for c in pairs.values())
+    sum_rows = sum(comb2(c) for c in rows.values())
+    sum_cols = sum(comb2(c) for c in cols.values())
+    expected = sum_rows * sum_cols / comb2(n) if n > 1 else 0.0
+    top = (sum_rows + sum_cols) / 2
+    if top == expected:
+        return 1.0
+    return (index - expected) / (top - expected)
+
+
+def routing_agreement(base, other):
+    keys = [k for k in base if k in other and "episode" in base[k] and "episode" in other[k]]
+    if not keys:
+        return None
+    return len(keys), adjusted_rand_index([base[k]["episode"] for k in keys],
+                                          [other[k]["episode"] for k in keys])
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("answers", nargs="+")
@@ -92,6 +126,17 @@ def main():
             continue
         n, mean, lo, hi, wins = r
         print(f"| {m} | {n} | {mean:+.3f} | [{lo:+.3f}, {hi:+.3f}] | {wins} |")
+    routed = [(m, routing_agreement(by_method[a.base], by_method[m]))
+              for m in sorted(by_method) if m != a.base]
+    routed = [(m, r) for m, r in routed if r is not None]
+    if routed:
+        print()
+        print(f"Episode routing against {a.base}: adjusted Rand index of the questions' episodes")
+        print()
+        print("| method | questions | adjusted Rand index |")
+        print("|---|---:|---:|")
+        for m, (n, ari) in routed:
+            print(f"| {m} | {n} | {ari:.3f} |")
 
 
 if __name__ == "__main__":

@@ -97,6 +97,7 @@ struct Answer {
   double kv_len = 0;      // rows the sequence stores at the end of decode
   double kv_visible = 0;  // rows its (layer, KV head) lists hold then, averaged over them
   double seconds = 0;     // generation only
+  int episode = -1;       // the episode the question was routed to (epicache), else -1
 };
 
 // seq holds the context and the prompt but its last token, the next token going at position
@@ -284,8 +285,8 @@ class Runner {
     r->overall.Add(metrics);
     r->by_category[q.qa->category].Add(metrics);
     if (on_answer_) {
-      on_answer_(
-          {m.name, conv_->id, q.qa->question, q.qa->answer, a.prediction, q.qa->category, metrics});
+      on_answer_({m.name, conv_->id, q.qa->question, q.qa->answer, a.prediction, q.qa->category,
+                  a.episode, metrics});
     }
     Tick(m.name);
   }
@@ -371,6 +372,7 @@ class Runner {
       ans.nll = a.nll;
       ans.prediction = std::string(tokenizer::TrimPythonWhitespace(a.prediction));
       ans.kv_len = a.report.value("kv_len_decode", 0.0) + static_cast<double>(a.decoded);
+      ans.episode = a.report.value("episode", -1);
       QaSums mt;
       // A cache of the prompt re-reads its history (what a plaintext agent pays); else only
       // the question is computed.
@@ -747,16 +749,17 @@ Result<std::vector<LocomoMethod>> ExpandLocomoMethods(const LocomoSweep& sweep) 
       for (int b : sweep.epicache_budget) {
         if (b < 16) return InvalidArgument("--budget: " + std::to_string(b) + " is below 16");
         LocomoMethod m;
-        m.name = name + "/M" + std::to_string(b);
+        m.name = name + "/M" + std::to_string(b) +
+                 (sweep.positions == "compact" ? "/compact" : "");
         m.kind = LocomoMethodKind::kEpiCache;
         m.policy = "epicache";
         m.config = {{"budget", b},
                     {"block", sweep.epicache_block},
                     {"episodes", sweep.episodes},
                     {"scoring", EpiCacheScoring(name)},
-                    {"layer_budgets",
-                     name == "epicache" || name == "epicache-online" ? "sensitivity" : "uniform"},
-                    {"regroup", name == "epicache-online" ? sweep.regroup : 0.0}};
+                    {"layer_budgets", name == "epicache" ? "sensitivity" : "uniform"},
+                    {"regroup", name == "epicache-online" ? sweep.regroup : 0.0},
+                    {"positions", sweep.positions}};
         m.rebuild = name == "epicache" || name == "epicache-uniform";
         m.score_span = ScoreSpan::kQuestion;  // the question routes to an episode
         out.push_back(std::move(m));

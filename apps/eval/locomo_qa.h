@@ -167,6 +167,7 @@ struct LocomoSweep {
   int epicache_block = 512;
   int episodes = 4;
   double regroup = 2.0;  // epicache-online: re-cluster at this growth (0: never)
+  std::string positions = "kept";  // epicache and baselines: "kept" or "compact" rows
   int keep_first = 0;
   int keep_last = 0;
   // memart: adjacent blocks each chosen block brings (MemArtConfig::neighbors), a sweep.
@@ -211,7 +212,8 @@ Result<QuestionPrompt> BuildQuestionPrompt(const tokenizer::ChatTemplate& tmpl,
 struct QaRecord {
   std::string method, conversation, question, gold, prediction;
   int category = 0;
-  QaSums metrics;  // n = 1
+  int episode = -1;  // the episode the question was routed to (epicache), else -1
+  QaSums metrics;    // n = 1
 };
 
 using QaCallback = std::function<void(const QaRecord&)>;

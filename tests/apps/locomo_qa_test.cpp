@@ -183,12 +183,19 @@ TEST(LocomoMethods, ExpandsEpiCacheAndItsBaselinesOverBudgets) {
   EXPECT_EQ((*m)[3].name, "epicache-online/M2048");
   EXPECT_FALSE((*m)[3].rebuild);
   EXPECT_EQ((*m)[3].config["regroup"], 2.0);
+  EXPECT_EQ((*m)[3].config["layer_budgets"], "uniform");  // the policy's default
+  EXPECT_EQ((*m)[3].config["positions"], "kept");
   EXPECT_EQ((*m)[4].config["scoring"], "recency");
   EXPECT_EQ((*m)[7].config["scoring"], "window");
   EXPECT_EQ((*m)[9].config["scoring"], "keydiff");
   EXPECT_EQ((*m)[11].name, "infinipot/M2048");
   EXPECT_EQ((*m)[11].config["scoring"], "generic");
   EXPECT_EQ((*m)[11].config["budget"], 2048);
+  s.positions = "compact";
+  m = ExpandLocomoMethods(s);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ((*m)[4].name, "streamingllm/M1024/compact");
+  EXPECT_EQ((*m)[4].config["positions"], "compact");
   s.epicache_budget = {8};
   EXPECT_FALSE(ExpandLocomoMethods(s).ok());
 }

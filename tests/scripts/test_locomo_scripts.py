@@ -2,7 +2,8 @@
 """scripts/locomo_summary.py, scripts/locomo_paired.py and scripts/locomo_compare.py on answer
 lines written by hand, against means computed by hand: null recall left out, categories apart,
 tags, a question answered twice refused; the paired mean difference over the questions both
-methods answered; two runs compared answer by answer (equal predictions, largest NLL gap)."""
+methods answered; the adjusted Rand index of two methods' episode routings against values known
+by hand (a relabelling: 1; crossed halves: -1/2); two runs compared answer by answer (equal predictions, largest NLL gap)."""
 import gzip
 import json
 import os
@@ -82,6 +83,29 @@ class LocomoScripts(unittest.TestCase):
         # n minus m over c1's questions 0 and 1: (2.5 - 2.0 + 3.0 - 4.0) / 2
         self.assertEqual(cells[1], "2")
         self.assertAlmostEqual(float(cells[2]), -0.25)
+
+    def test_routing_agreement_is_the_adjusted_rand_index(self):
+        def routed(method, conv, index, episode):
+            r = json.loads(line(method, conv, index, 1, None, 1.0))
+            r["episode"] = episode
+            return json.dumps(r)
+
+        path = os.path.join(self.dir.name, "r.jsonl")
+        with open(path, "w") as f:
+            f.write("\n".join(
+                [routed("m", "c", i, e) for i, e in enumerate([0, 0, 1, 1])] +
+                [routed("same", "c", i, e) for i, e in enumerate([3, 3, 2, 2])] +
+                [routed("cross", "c", i, e) for i, e in enumerate([0, 1, 0, 1])]) + "\n")
+        r = run("locomo_paired.py", path, "--base", "m")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        ari = {}
+        table = r.stdout.split("adjusted Rand index of the questions' episodes")[1]
+        for l in table.splitlines():
+            cells = [c.strip() for c in l.strip("|").split("|")]
+            if len(cells) == 3 and cells[0] in ("same", "cross"):
+                ari[cells[0]] = float(cells[2])
+        # Crossed halves: no pair grouped alike, 2 + 2 pairs expected of 6: (0 - 2/3) / (2 - 2/3).
+        self.assertEqual(ari, {"same": 1.0, "cross": -0.5})
 
 
 class LocomoCompare(unittest.TestCase):
