@@ -5,6 +5,8 @@
 # crashes), then the unit tests again under ASan+UBSan.
 #   scripts/test.sh            everything (CI runs this)
 #   scripts/test.sh --quick    release build only, no sanitizer pass
+#   scripts/test.sh --long     release build, then the long tests only (tests/long/: whole
+#                              evaluations, minutes each; they need Gemma-3 270M, fetched here)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 KVMEM_HOME="${KVMEM_HOME:-$HOME/.cache/kvmem}"
@@ -16,7 +18,13 @@ jobs="$(nproc)"
 
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DKVMEM_PYTHON="$PY" >/dev/null
 cmake --build build -j"$jobs"
-(cd build && ctest --output-on-failure -j"$jobs")
+if [ "${1:-}" = "--long" ]; then
+  scripts/install_deps.sh --model gemma3-270m >/dev/null
+  (cd build && ctest --output-on-failure -V -L long)
+  echo "long tests passed"
+  exit 0
+fi
+(cd build && ctest --output-on-failure -j"$jobs" -LE long)
 
 if [ "${1:-}" != "--quick" ]; then
   # Line tables only (-g1): enough for sanitizer reports, and the build is the long pole of CI.
@@ -25,6 +33,6 @@ if [ "${1:-}" != "--quick" ]; then
   cmake --build build-asan -j"$jobs"
   # Unit tests only: the oracle and server runs are slow under sanitizers (whole models) and
   # cover code paths the unit tests run too.
-  (cd build-asan && ctest --output-on-failure -j"$jobs" -E '^(oracle|server|scripts)_')
+  (cd build-asan && ctest --output-on-failure -j"$jobs" -E '^(oracle|server|scripts|long)_')
 fi
 echo "all tests passed"
