@@ -21,7 +21,10 @@ Automaton::Automaton(std::shared_ptr<const Grammar> grammar) : g_(std::move(gram
   State s;
   int work = 0;
   for (int32_t alt : g_->alternatives(g_->root())) {
-    Expand(Stack{alt}, &s.stacks, &work);
+    if (!Expand(Stack{alt}, &s.stacks, &work)) {
+      s.stacks.clear();  // past the budget: nothing is accepted
+      break;
+    }
   }
   SortUnique(&s.stacks);
   start_state_ = s;
