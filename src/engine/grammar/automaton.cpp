@@ -1,14 +1,13 @@
 #include "engine/grammar/automaton.h"
 
+#include "engine/grammar/utf8_step.h"
+
 #include <algorithm>
 #include <cstring>
 #include <utility>
 
 namespace kvmem::engine::grammar {
 namespace {
-
-// Smallest code point of a UTF-8 sequence of each length (shorter forms are overlong).
-constexpr uint32_t kMinOfLength[5] = {0, 0, 0x80, 0x800, 0x10000};
 
 void SortUnique(std::vector<std::vector<int32_t>>* stacks) {
   std::sort(stacks->begin(), stacks->end());
@@ -74,44 +73,54 @@ bool Automaton::Advance(const std::vector<Stack>& from, uint32_t cp, std::vector
 
 int32_t Automaton::ComputeStep(int32_t state, uint8_t byte) {
   const State& st = states_[state];
-  uint32_t val;
-  uint8_t need, len;
-  if (st.need == 0) {
-    if (byte < 0x80) {
-      val = byte, need = 0, len = 1;
-    } else if (byte >= 0xC2 && byte <= 0xDF) {
-      val = byte & 0x1Fu, need = 1, len = 2;
-    } else if (byte >= 0xE0 && byte <= 0xEF) {
-      val = byte & 0x0Fu, need = 2, len = 3;
-    } else if (byte >= 0xF0 && byte <= 0xF4) {
-      val = byte & 0x07u, need = 3, len = 4;
-    } else {
-      return kDead;
-    }
-  } else {
-    if ((byte & 0xC0) != 0x80) return kDead;
-    val = (st.partial << 6) | (byte & 0x3Fu), need = static_cast<uint8_t>(st.need - 1);
-    len = st.len;
-  }
-  // The code points this sequence can still become: [lo, hi], valid ones only.
-  const uint32_t lo = std::max(val << (6 * need), kMinOfLength[len]);
-  const uint32_t hi = std::min(need == 0 ? val : (val << (6 * need)) | ((1u << (6 * need)) - 1),
-                               0x10FFFFu);
-  if (lo > hi || (lo >= 0xD800 && hi <= 0xDFFF)) return kDead;
-
+  Utf8Partial p{st.partial, st.need, st.len};
+  uint32_t lo, hi;
+  const Utf8Step step = StepUtf8(&p, byte, &lo, &hi);
+  if (step == Utf8Step::kInvalid) return kDead;
   State next;
-  if (need == 0) {
-    if (!Advance(st.stacks, val, &next.stacks) || next.stacks.empty()) return kDead;
+  if (step == Utf8Step::kComplete) {
+    if (!Advance(st.stacks, lo, &next.stacks) || next.stacks.empty()) return kDead;
   } else {
+    // Only the stacks that some completion of the character could still advance.
     for (const Stack& s : st.stacks) {
       if (!s.empty() && g_->char_class(g_->element(s.back()).value).Intersects(lo, hi)) {
         next.stacks.push_back(s);
       }
     }
     if (next.stacks.empty()) return kDead;
-    next.partial = val, next.need = need, next.len = len;
+    next.partial = p.val, next.need = p.need, next.len = p.len;
   }
   return Intern(std::move(next));  // `st` may dangle from here on
+}
+
+bool Automaton::LoopsOnFreeText(int32_t state) {
+  int8_t& known = loops_[state];
+  if (known >= 0) return known != 0;
+  const State& st = states_[state];
+  bool loops = st.need == 0;
+  if (loops) {
+    // Advance() is constant between the boundaries of the top classes' ranges (and of the free
+    // set), so one code point per interval decides for all of them.
+    std::vector<uint32_t> cuts = {0x20, '"', '"' + 1, '\\', '\\' + 1, 0xD800, 0xE000, 0x110000};
+    for (const Stack& s : st.stacks) {
+      if (s.empty()) continue;
+      for (const auto& [a, b] : g_->char_class(g_->element(s.back()).value).ranges) {
+        cuts.push_back(a);
+        cuts.push_back(b + 1);
+      }
+    }
+    std::sort(cuts.begin(), cuts.end());
+    cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+    std::vector<Stack> next;
+    for (size_t i = 0; loops && i + 1 < cuts.size(); ++i) {
+      const uint32_t cp = cuts[i];
+      if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF) || !IsFreeChar(cp)) continue;
+      next.clear();
+      loops = Advance(st.stacks, cp, &next) && next == st.stacks;
+    }
+  }
+  known = loops ? 1 : 0;  // Advance() interns nothing: `known` still refers to loops_
+  return loops;
 }
 
 int32_t Automaton::Intern(State s) {
@@ -130,6 +139,7 @@ int32_t Automaton::Intern(State s) {
   s.can_continue = s.stacks.size() > (s.complete ? 1u : 0u);
   states_.push_back(std::move(s));
   trans_.resize(states_.size() * 256, kUnknown);
+  loops_.push_back(-1);
   return it->second;
 }
 
@@ -137,6 +147,7 @@ int32_t Automaton::Compact(int32_t keep) {
   State s = std::move(states_[keep]);
   states_.clear();
   trans_.clear();
+  loops_.clear();
   ids_.clear();
   start_ = Intern(start_state_);
   return Intern(std::move(s));

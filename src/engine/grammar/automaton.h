@@ -63,6 +63,11 @@ class Automaton {
   // Some further input could be accepted.
   bool CanContinue(int32_t state) const { return states_[state].can_continue; }
 
+  // Every free-text character (utf8_step.h) leads from `state` back to `state`: inside a JSON
+  // string, or any `[^"\\]*`-like loop. Then every token made only of free text is allowed.
+  // Cached per state.
+  bool LoopsOnFreeText(int32_t state);
+
   size_t n_states() const { return states_.size(); }
   // Forgets every state except `keep` and the start; returns the new id of `keep`.
   int32_t Compact(int32_t keep);
@@ -90,6 +95,7 @@ class Automaton {
   std::shared_ptr<const Grammar> g_;
   std::vector<State> states_;
   std::vector<int32_t> trans_;  // (n_states, 256): next state, kDead or kUnknown
+  std::vector<int8_t> loops_;   // (n_states): LoopsOnFreeText, -1 until known
   std::unordered_map<std::string, int32_t> ids_;  // serialized state -> id
   State start_state_;
   int32_t start_ = kDead;

@@ -52,8 +52,16 @@ void Matcher::FillMask(const TokenTable& table, TokenMask* mask) {
   const auto nodes = table.nodes();
   const auto ids = table.token_ids();
   const size_t n = nodes.size();
+  // Inside free text (a JSON string), the free tokens are allowed as a set and only the other
+  // subtrees are walked.
+  const bool loops = automaton_.LoopsOnFreeText(state_);
+  if (loops) *mask = table.free_tokens();
   for (size_t i = 0; i < n;) {
     const TokenTable::Node& node = nodes[i];
+    if (loops && table.free_subtree(i)) {
+      i = static_cast<size_t>(node.next);
+      continue;
+    }
     const int32_t s = automaton_.Step(walk_[node.depth - 1], node.byte);
     if (s == Automaton::kDead) {
       i = static_cast<size_t>(node.next);

@@ -15,6 +15,8 @@
 #include <string_view>
 #include <vector>
 
+#include "engine/grammar/token_mask.h"
+
 namespace kvmem::tokenizer {
 class Tokenizer;
 }
@@ -47,6 +49,13 @@ class TokenTable {
   std::span<const int32_t> token_ids() const { return ids_; }
   int max_depth() const { return max_depth_; }
 
+  // Tokens made only of free text (utf8_step.h: well-formed UTF-8, nothing below U+0020, no '"'
+  // or '\\'; a token may end inside a character). From a state that loops on free text they are
+  // all allowed, so the mask starts from this set and skips the subtrees below the root that
+  // hold nothing else (free_subtree).
+  const TokenMask& free_tokens() const { return free_tokens_; }
+  bool free_subtree(size_t node) const { return free_subtree_[node] != 0; }
+
  private:
   std::vector<std::string> pieces_;
   std::vector<uint8_t> is_eog_;
@@ -54,6 +63,8 @@ class TokenTable {
   std::vector<Node> nodes_;  // preorder, plus a sentinel holding the end of the last token list
   std::vector<int32_t> ids_;
   int max_depth_ = 0;
+  TokenMask free_tokens_;
+  std::vector<uint8_t> free_subtree_;  // (nodes): every node of the subtree is free text
 };
 
 }  // namespace kvmem::engine::grammar
