@@ -6,21 +6,24 @@
 //   model          any string (responses name the loaded model)
 //   max_tokens     required, integer in [1, context length]
 //   messages       non-empty array of {role: user|assistant, content}; content a string or an
-//                  array of text blocks (images, documents, tool use are Unsupported). A final
-//                  assistant message is a prefill: the reply continues it.
+//                  array of text, tool_use and tool_result blocks (images and documents are
+//                  Unsupported). A final assistant message is a prefill: the reply continues it
+//                  (not with tools).
+//   tools, tool_choice   serve/anthropic_tools.h
 //   system         a string or an array of text blocks
 //   stop_sequences array of up to 16 non-empty strings
 //   temperature [0, 1], top_p (0, 1], top_k, plus the extensions min_p, repetition_penalty, seed
 //   stream
 //   metadata.user_id  the agent id (the X-Agent-Id header wins; the two must not disagree)
-// Rejected as Unsupported: tools, and thinking of type "enabled".
+// Rejected as Unsupported: thinking of type "enabled".
 //
 // Usage follows Anthropic's split: input_tokens counts only the prompt tokens that were
 // prefilled, cache_read_input_tokens the ones reused from the agent's cache (their sum is the
 // whole prompt); kvmem never bills cache creation, so cache_creation_input_tokens is 0.
 // Streams are the named events message_start, content_block_start, ping, content_block_delta
 // (text_delta)…, content_block_stop, message_delta (stop_reason, cumulative usage),
-// message_stop; an error after the start is an `error` event.
+// message_stop; with tool calls, a tool_use content_block_start and input_json_delta deltas per
+// call, and stop_reason "tool_use". An error after the start is an `error` event.
 // Thread-safety: pure functions; each ReplyFormat belongs to one request.
 #pragma once
 
@@ -36,7 +39,9 @@ namespace kvmem::serve {
 
 Result<ParsedRequest> ParseMessagesRequest(std::string_view body, const RequestContext& ctx);
 
-std::unique_ptr<ReplyFormat> MakeMessagesReply(ResponseMeta meta);
+// With `tools`, content blocks open as their content comes (a reply may be tool_use blocks
+// only); without, the text block opens with the stream, as Anthropic's do.
+std::unique_ptr<ReplyFormat> MakeMessagesReply(ResponseMeta meta, bool tools = false);
 
 // "end_turn", "stop_sequence", "max_tokens".
 const char* AnthropicStopReason(FinishReason reason);

@@ -22,7 +22,8 @@ Json StopSequence(const GenerationResult& r) {
 
 class MessagesReply final : public ReplyFormat {
  public:
-  explicit MessagesReply(ResponseMeta meta) : meta_(std::move(meta)) {}
+  MessagesReply(ResponseMeta meta, bool lazy_text_block)
+      : meta_(std::move(meta)), lazy_text_block_(lazy_text_block) {}
 
   Dialect dialect() const override { return Dialect::kAnthropic; }
 
@@ -32,6 +33,10 @@ class MessagesReply final : public ReplyFormat {
     if (!text.empty()) {
       message["content"].push_back({{"type", "text"}, {"text", text}});
     }
+    for (const ToolCall& call : result.tool_calls) {
+      message["content"].push_back(
+          {{"type", "tool_use"}, {"id", call.id}, {"name", call.name}, {"input", Input(call)}});
+    }
     return DumpJson(message);
   }
 
@@ -39,25 +44,51 @@ class MessagesReply final : public ReplyFormat {
     const Usage usage{.prompt_tokens = prompt.prompt_tokens,
                       .cached_tokens = prompt.cached_tokens,
                       .completion_tokens = 0};
-    return Event("message_start", {{"type", "message_start"},
-                                   {"message", Message(nullptr, nullptr, UsageJson(usage, 0))}}) +
-           Event("content_block_start", {{"type", "content_block_start"},
-                                         {"index", 0},
-                                         {"content_block", {{"type", "text"}, {"text", ""}}}}) +
-           Event("ping", {{"type", "ping"}});
+    std::string out = Event("message_start", {{"type", "message_start"},
+                                              {"message", Message(nullptr, nullptr, UsageJson(usage, 0))}});
+    if (!lazy_text_block_) {
+      out += OpenBlock({{"type", "text"}, {"text", ""}});
+      text_block_open_ = true;
+    }
+    return out + Event("ping", {{"type", "ping"}});
   }
 
+  // Content blocks open as their content comes: a text block, then (with tools) a tool_use
+  // block per call, each closed when the next opens or at the end.
   std::string StreamText(std::string_view text) override {
     if (text.empty()) return {};
-    return Event("content_block_delta", {{"type", "content_block_delta"},
-                                         {"index", 0},
-                                         {"delta", {{"type", "text_delta"}, {"text", text}}}});
+    std::string out;
+    if (!text_block_open_) {
+      out = CloseBlock() + OpenBlock({{"type", "text"}, {"text", ""}});
+      text_block_open_ = true;
+    }
+    return out + Event("content_block_delta",
+                       {{"type", "content_block_delta"},
+                        {"index", n_blocks_ - 1},
+                        {"delta", {{"type", "text_delta"}, {"text", text}}}});
+  }
+
+  std::string StreamToolCallStart(int, const ToolCall& call) override {
+    return CloseBlock() + OpenBlock({{"type", "tool_use"},
+                                     {"id", call.id},
+                                     {"name", call.name},
+                                     {"input", Json::object()}});
+  }
+
+  std::string StreamToolCallArguments(int, std::string_view json) override {
+    if (json.empty()) return {};
+    return Event("content_block_delta",
+                 {{"type", "content_block_delta"},
+                  {"index", n_blocks_ - 1},
+                  {"delta", {{"type", "input_json_delta"}, {"partial_json", json}}}});
   }
 
   // message_delta's usage is cumulative; it repeats the input counts so a client that missed
   // them in message_start (the backend reports them late) still gets them.
   std::string StreamEnd(const GenerationResult& result) override {
-    return Event("content_block_stop", {{"type", "content_block_stop"}, {"index", 0}}) +
+    // An empty reply still has its (empty) text block, as before blocks opened lazily.
+    std::string out = n_blocks_ == 0 ? OpenBlock({{"type", "text"}, {"text", ""}}) : "";
+    return out + CloseBlock() +
            Event("message_delta",
                  {{"type", "message_delta"},
                   {"delta",
@@ -76,6 +107,23 @@ class MessagesReply final : public ReplyFormat {
     return SseEvent(name, DumpJson(data));
   }
 
+  static Json Input(const ToolCall& call) {
+    Json input = Json::parse(call.arguments, nullptr, /*allow_exceptions=*/false);
+    return input.is_object() ? input : Json::object();
+  }
+
+  std::string OpenBlock(Json block) {
+    block_open_ = true;
+    return Event("content_block_start", {{"type", "content_block_start"},
+                                         {"index", n_blocks_++},
+                                         {"content_block", std::move(block)}});
+  }
+  std::string CloseBlock() {
+    if (!block_open_) return {};
+    block_open_ = text_block_open_ = false;
+    return Event("content_block_stop", {{"type", "content_block_stop"}, {"index", n_blocks_ - 1}});
+  }
+
   Json Message(Json stop_reason, Json stop_sequence, Json usage) const {
     return {{"id", meta_.id},
             {"type", "message"},
@@ -88,6 +136,10 @@ class MessagesReply final : public ReplyFormat {
   }
 
   ResponseMeta meta_;
+  bool lazy_text_block_;  // with tools: a reply may be calls only, with no text block
+  int n_blocks_ = 0;  // content blocks opened so far
+  bool block_open_ = false;
+  bool text_block_open_ = false;
 };
 
 std::string Rfc3339(int64_t unix_seconds) {
@@ -108,8 +160,8 @@ Json ModelJson(const ModelInfo& model) {
 
 }  // namespace
 
-std::unique_ptr<ReplyFormat> MakeMessagesReply(ResponseMeta meta) {
-  return std::make_unique<MessagesReply>(std::move(meta));
+std::unique_ptr<ReplyFormat> MakeMessagesReply(ResponseMeta meta, bool tools) {
+  return std::make_unique<MessagesReply>(std::move(meta), tools);
 }
 
 const char* AnthropicStopReason(FinishReason reason) {
@@ -118,6 +170,8 @@ const char* AnthropicStopReason(FinishReason reason) {
       return "stop_sequence";
     case FinishReason::kLength:
       return "max_tokens";
+    case FinishReason::kToolCalls:
+      return "tool_use";
     case FinishReason::kEndOfTurn:
     case FinishReason::kCancelled:
       break;

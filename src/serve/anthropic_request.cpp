@@ -3,6 +3,8 @@
 #include <string>
 
 #include "serve/anthropic_api.h"
+#include "serve/anthropic_tools.h"
+#include "serve/tool_reply.h"
 
 namespace kvmem::serve {
 namespace {
@@ -23,7 +25,6 @@ Result<ChatMessage> ParseMessage(const Json& m, const std::string& field) {
 }
 
 Status CheckUnsupported(const Json& body) {
-  KVMEM_RETURN_IF_ERROR(RejectIfRequested(body, "tools"));
   if (const Json* thinking = FindField(body, "thinking")) {
     if (!thinking->is_object()) return TypeError("thinking", "an object", *thinking);
     KVMEM_ASSIGN_OR_RETURN(std::optional<std::string> type,
@@ -68,12 +69,19 @@ Result<ParsedRequest> ParseMessagesRequest(std::string_view body_text, const Req
     KVMEM_ASSIGN_OR_RETURN(std::string text, ReadTextContent(*system, "system"));
     g.messages.push_back(ChatMessage{"system", std::move(text)});
   }
-  KVMEM_RETURN_IF_ERROR(ReadMessages(body, ParseMessage, &g.messages));
-  g.continue_final_message = g.messages.back().role == "assistant";
+  // Tools (serve/anthropic_tools.h): messages in the generic tool format, replies read back.
+  const bool tools = UsesAnthropicTools(body);
+  if (tools) {
+    KVMEM_RETURN_IF_ERROR(ReadAnthropicToolRequest(body, &g));
+  } else {
+    KVMEM_RETURN_IF_ERROR(ReadMessages(body, ParseMessage, &g.messages));
+    g.continue_final_message = g.messages.back().role == "assistant";
+  }
 
   ResponseMeta meta = NewResponseMeta("msg_", ctx.model.name);
   g.request_id = meta.id;
-  out.reply = MakeMessagesReply(std::move(meta));
+  out.reply = MakeMessagesReply(std::move(meta), tools);
+  if (tools) out.reply = MakeToolReply(std::move(out.reply), "toolu_");
   return out;
 }
 

@@ -12,6 +12,8 @@ const char* FinishReasonName(FinishReason reason) {
       return "length";
     case FinishReason::kCancelled:
       return "cancelled";
+    case FinishReason::kToolCalls:
+      return "tool_calls";
   }
   return "unknown";
 }

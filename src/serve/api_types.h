@@ -7,11 +7,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "engine/grammar/grammar.h"
 #include "memory/agents/tier.h"
 #include "tokenizer/chat_template.h"
 
@@ -62,6 +64,10 @@ struct GenerationRequest {
   // inside an instruction) whose tokens alone score the agent's memory; unset: the policy's
   // default. Policies that score nothing ignore it.
   std::optional<std::string> retrieval_query;
+  // Constrained decoding (serve/constrained_output.h): the grammar the reply is held to
+  // (response_format, tools, the "grammar" extension), compiled by the request parser; null:
+  // free text.
+  std::shared_ptr<const engine::grammar::Grammar> grammar;
 };
 
 enum class FinishReason {
@@ -69,6 +75,14 @@ enum class FinishReason {
   kStopSequence,  // one of GenerationRequest::stop matched
   kLength,        // max_tokens reached, or the end of the context
   kCancelled,     // GenerationSink::OnText returned false (client gone, server stopping)
+  kToolCalls,     // the reply calls tools (set by serve/tool_reply.h, never by a backend)
+};
+
+// One call of a client-defined tool in a reply (serve/tool_calls.h).
+struct ToolCall {
+  std::string id{};         // "call_…" (OpenAI) or "toolu_…" (Anthropic)
+  std::string name{};
+  std::string arguments{};  // a JSON object, as the model wrote it
 };
 
 // Where the agent's reused prefix came from.
@@ -89,6 +103,7 @@ struct PromptInfo {
 struct GenerationResult {
   FinishReason finish_reason = FinishReason::kEndOfTurn;
   std::string stop_sequence;  // the stop string that matched (kStopSequence only)
+  std::vector<ToolCall> tool_calls;  // kToolCalls only
   Usage usage;
   Tier tier = Tier::kMiss;
 };

@@ -2,6 +2,8 @@
 
 #include <chrono>
 
+#include "engine/grammar/grammar_constraint.h"
+
 namespace kvmem::serve {
 namespace {
 
@@ -96,6 +98,10 @@ Result<GenerationResult> EngineBackend::Generate(const GenerationRequest& reques
   params.focus = request.retrieval_query.value_or("");
   params.max_tokens =
       request.max_tokens ? *request.max_tokens : static_cast<int>(runtime_->n_ctx());
+  std::optional<engine::grammar::GrammarConstraint> constraint;  // response_format, tools
+  if (request.grammar != nullptr) {
+    params.constraint = &constraint.emplace(request.grammar, &token_table());
+  }
   memory::TurnCallbacks cb;
   cb.on_prompt = [&](const memory::PromptStats& p) {
     sink->OnPrompt({p.prompt_tokens, p.cached_tokens, p.tier});
@@ -111,6 +117,14 @@ Result<GenerationResult> EngineBackend::Generate(const GenerationRequest& reques
   g.usage = {r.prompt.prompt_tokens, r.prompt.cached_tokens, r.completion_tokens};
   g.tier = r.prompt.tier;
   return g;
+}
+
+const engine::grammar::TokenTable& EngineBackend::token_table() const {
+  std::call_once(token_table_once_, [this] {
+    token_table_ = std::make_unique<engine::grammar::TokenTable>(
+        engine::grammar::TokenTable::FromTokenizer(tok_));
+  });
+  return *token_table_;
 }
 
 Result<AgentInfo> EngineBackend::CreateAgent(const std::string& tenant,

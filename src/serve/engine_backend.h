@@ -6,10 +6,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "engine/grammar/token_table.h"
 #include "memory/agents/agent_runtime.h"
 #include "serve/backend.h"
 #include "tokenizer/chat_template.h"
@@ -41,6 +44,10 @@ class EngineBackend : public Backend {
  private:
   memory::AgentRuntime* runtime_;
   const tokenizer::Tokenizer& tok_;
+  // Constrained decoding: the tokenizer's token table, built on the first request with a grammar.
+  const engine::grammar::TokenTable& token_table() const;
+  mutable std::once_flag token_table_once_;
+  mutable std::unique_ptr<engine::grammar::TokenTable> token_table_;
   std::optional<tokenizer::ChatTemplate> template_;
   Status template_status_;
   ModelInfo model_;

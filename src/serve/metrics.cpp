@@ -95,7 +95,9 @@ void ServerMetrics::RecordGeneration(const GenerationResult& result,
   cached_tokens_ += static_cast<uint64_t>(std::max<int64_t>(u.cached_tokens, 0));
   generated_tokens_ += static_cast<uint64_t>(std::max<int64_t>(u.completion_tokens, 0));
   ++lookups_by_tier_[static_cast<size_t>(result.tier)];
-  ++finished_by_reason_[static_cast<size_t>(result.finish_reason)];
+  // Backends report the four engine-side reasons; kToolCalls is the reply's reading of one.
+  const size_t reason = static_cast<size_t>(result.finish_reason);
+  if (reason < finished_by_reason_.size()) ++finished_by_reason_[reason];
   if (timing.first_text_s >= 0) {
     ttft_.Observe(timing.first_text_s);
     if (u.completion_tokens > 1 && timing.last_text_s > timing.first_text_s) {

@@ -4,8 +4,10 @@
 // Requests are validated strictly (InvalidArgument naming the field, HTTP 400); unknown fields
 // are ignored as OpenAI does. Accepted:
 //   messages      non-empty array of {role, content}; roles system, developer (= system), user,
-//                 assistant; content a string or an array of text parts ("tool" roles, images
-//                 and tool calls are Unsupported)
+//                 assistant, tool; content a string or an array of text parts (images are
+//                 Unsupported)
+//   tools, tool_choice, parallel_tool_calls, tool calls and results   serve/openai_tools.h
+//   response_format, grammar (extension)   serve/constrained_output.h
 //   prompt        (/v1/completions) a string, or an array holding one string
 //   model         any string (responses name the loaded model)
 //   max_tokens, max_completion_tokens   integer in [1, context length]; both → must agree
@@ -16,8 +18,7 @@
 //   user          the agent id (the X-Agent-Id header wins; the two must not disagree)
 //   presence_penalty, frequency_penalty  range-checked ([-2, 2]) and ignored
 //   echo          (/v1/completions) the prompt is prepended to the text
-// Rejected as Unsupported: tools, functions, logprobs, top_logprobs, logit_bias, suffix,
-// response_format other than {"type": "text"}.
+// Rejected as Unsupported: functions, logprobs, top_logprobs, logit_bias, suffix.
 //
 // Streams are `data: {chunk}` events, then `data: [DONE]`: a first chunk with the assistant
 // role, one chunk per text delta, a chunk with finish_reason, and with

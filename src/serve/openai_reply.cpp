@@ -4,6 +4,7 @@
 
 #include "serve/json_body.h"
 #include "serve/openai_api.h"
+#include "serve/openai_tools.h"
 
 namespace kvmem::serve {
 namespace {
@@ -31,6 +32,11 @@ class OpenAiReply : public ReplyFormat {
   std::string Complete(std::string_view text, const GenerationResult& result) override {
     Json body = Envelope(object_);
     body["choices"] = Json::array({WholeChoice(text, OpenAiFinishReason(result.finish_reason))});
+    if (!result.tool_calls.empty()) {  // tools (serve/tool_reply.h)
+      Json& message = body["choices"][0]["message"];
+      message["tool_calls"] = OpenAiToolCalls(result.tool_calls);
+      if (text.empty()) message["content"] = nullptr;
+    }
     body["usage"] = UsageJson(result.usage);
     return DumpJson(body);
   }
@@ -89,6 +95,15 @@ class ChatCompletionReply final : public OpenAiReply {
   std::string StreamText(std::string_view text) override {
     if (text.empty()) return {};
     return Chunk(Delta({{"content", text}}, nullptr));
+  }
+  std::string StreamToolCallStart(int index, const ToolCall& call) override {
+    return Chunk(Delta({{"tool_calls", Json::array({OpenAiToolCallDelta(index, &call, "")})}},
+                       nullptr));
+  }
+  std::string StreamToolCallArguments(int index, std::string_view json) override {
+    if (json.empty()) return {};
+    return Chunk(Delta({{"tool_calls", Json::array({OpenAiToolCallDelta(index, nullptr, json)})}},
+                       nullptr));
   }
 
  protected:
@@ -162,6 +177,7 @@ std::unique_ptr<ReplyFormat> MakeCompletionReply(ResponseMeta meta, bool include
 }
 
 const char* OpenAiFinishReason(FinishReason reason) {
+  if (reason == FinishReason::kToolCalls) return "tool_calls";
   return reason == FinishReason::kLength ? "length" : "stop";
 }
 

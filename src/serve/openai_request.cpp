@@ -2,7 +2,10 @@
 // openai_api.h).
 #include <string>
 
+#include "serve/constrained_output.h"
 #include "serve/openai_api.h"
+#include "serve/openai_tools.h"
+#include "serve/tool_reply.h"
 
 namespace kvmem::serve {
 namespace {
@@ -19,18 +22,8 @@ Result<bool> ParseCommon(const Json& body, const RequestContext& ctx, ParsedRequ
     KVMEM_ASSIGN_OR_RETURN(std::optional<int64_t> n, OptionalInt(body, key, key));
     if (n && *n != 1) return FieldError(key, "only 1 is supported, got " + std::to_string(*n));
   }
-  for (const char* key :
-       {"tools", "functions", "logprobs", "top_logprobs", "logit_bias", "suffix"}) {
+  for (const char* key : {"functions", "logprobs", "top_logprobs", "logit_bias", "suffix"}) {
     KVMEM_RETURN_IF_ERROR(RejectIfRequested(body, key));
-  }
-  if (const Json* format = FindField(body, "response_format")) {
-    if (!format->is_object()) return TypeError("response_format", "an object", *format);
-    KVMEM_ASSIGN_OR_RETURN(std::optional<std::string> type,
-                           OptionalString(*format, "type", "response_format.type"));
-    if (type && *type != "text") {
-      return Status(ErrorCode::kUnsupported,
-                    "'response_format.type': '" + *type + "' is not supported by kvmem");
-    }
   }
 
   const int n_ctx = ctx.model.context_length;
@@ -96,12 +89,20 @@ Result<ParsedRequest> ParseChatCompletionRequest(std::string_view body_text,
   KVMEM_ASSIGN_OR_RETURN(Json body, ParseJsonObject(body_text));
   ParsedRequest out;
   KVMEM_ASSIGN_OR_RETURN(bool include_usage, ParseCommon(body, ctx, &out));
+  KVMEM_RETURN_IF_ERROR(ReadConstrainedOutput(body, body_text, &out.generation));
 
-  KVMEM_RETURN_IF_ERROR(ReadMessages(body, ParseChatMessage, &out.generation.messages));
+  // Tools (serve/openai_tools.h): messages in the generic tool format, replies read back.
+  const bool tools = UsesOpenAiTools(body);
+  if (tools) {
+    KVMEM_RETURN_IF_ERROR(ReadOpenAiToolRequest(body, &out.generation));
+  } else {
+    KVMEM_RETURN_IF_ERROR(ReadMessages(body, ParseChatMessage, &out.generation.messages));
+  }
 
   ResponseMeta meta = NewResponseMeta("chatcmpl-", ctx.model.name);
   out.generation.request_id = meta.id;
   out.reply = MakeChatCompletionReply(std::move(meta), include_usage);
+  if (tools) out.reply = MakeToolReply(std::move(out.reply), "call_");
   return out;
 }
 
@@ -110,6 +111,7 @@ Result<ParsedRequest> ParseCompletionRequest(std::string_view body_text,
   KVMEM_ASSIGN_OR_RETURN(Json body, ParseJsonObject(body_text));
   ParsedRequest out;
   KVMEM_ASSIGN_OR_RETURN(bool include_usage, ParseCommon(body, ctx, &out));
+  KVMEM_RETURN_IF_ERROR(ReadConstrainedOutput(body, body_text, &out.generation));
 
   const Json* prompt = FindField(body, "prompt");
   if (prompt == nullptr) return FieldError("prompt", "required");

@@ -40,6 +40,14 @@ class ReplyFormat {
   virtual std::string StreamEnd(const GenerationResult& result) = 0;
   // An error after the stream started (the status line has gone out as 200).
   virtual std::string StreamError(const ApiError& error) = 0;
+
+  // Tool calls (serve/tool_reply.h drives these; replies without tools never get them): call
+  // `index` of the reply begins (id and name), then its arguments' JSON text comes in pieces.
+  // Whole replies and StreamEnd find the calls in GenerationResult::tool_calls.
+  virtual std::string StreamToolCallStart(int /*index*/, const ToolCall& /*call*/) { return {}; }
+  virtual std::string StreamToolCallArguments(int /*index*/, std::string_view /*json*/) {
+    return {};
+  }
 };
 
 struct ParsedRequest {

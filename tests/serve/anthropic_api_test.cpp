@@ -94,7 +94,7 @@ TEST(AnthropicRequest, RejectsMalformed) {
        "'metadata.user_id'"},
       {R"({"max_tokens": 5, "messages": [{"role": "user", "content": "x"}],
            "tools": [{"name": "t"}]})",
-       "'tools': not supported"},
+       "'tools[0].input_schema': required"},
       {R"({"max_tokens": 5, "messages": [{"role": "user", "content": "x"}],
            "thinking": {"type": "enabled", "budget_tokens": 1024}})",
        "'thinking'"},

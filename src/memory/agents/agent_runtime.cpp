@@ -261,8 +261,11 @@ Status AgentRuntime::DecodeReply(MemoryPolicy& policy, std::vector<float>* logit
   std::vector<int32_t> history(context.begin(), context.end());
   r->end = TurnEnd::kLength;
   bool cancelled = false;
+  engine::TokenConstraint* constraint = params.constraint;
   for (int i = 0; i < params.max_tokens; ++i) {
+    if (constraint != nullptr && !constraint->Mask(*logits)) break;
     const int32_t t = sampler.Sample(*logits, history);
+    if (constraint != nullptr && !constraint->Accept(t)) break;
     ++r->completion_tokens;
     if (tok_.IsEndOfGeneration(t)) {
       r->end = TurnEnd::kEndOfTurn;
@@ -280,6 +283,10 @@ Status AgentRuntime::DecodeReply(MemoryPolicy& policy, std::vector<float>* logit
     if (stops.stopped()) {
       r->end = TurnEnd::kStopSequence;
       r->stop_sequence = stops.matched();
+      break;
+    }
+    if (constraint != nullptr && constraint->Done()) {
+      r->end = TurnEnd::kEndOfTurn;  // the grammar is complete: only the end could follow
       break;
     }
     if (i + 1 == params.max_tokens || !policy.CanStep()) break;

@@ -29,6 +29,7 @@
 #include "core/status.h"
 #include "core/thread_pool.h"
 #include "engine/sampler.h"
+#include "engine/token_constraint.h"
 #include "kv/kv_format.h"
 #include "kv/layer_chunks.h"
 #include "memory/agents/tier.h"
@@ -71,6 +72,8 @@ struct TurnParams {
   // The focus span (TurnInput::focus): text of the turn's new part (e.g. the question inside an
   // instruction) whose tokens alone score memory; empty: the policy's default.
   std::string focus;
+  // Constrained decoding (response_format, tool calls, a grammar); null: none. Outlives the turn.
+  engine::TokenConstraint* constraint = nullptr;
 };
 
 struct PromptStats {

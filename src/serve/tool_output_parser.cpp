@@ -1,0 +1,252 @@
+// ToolOutputParser (tool_calls.h): a small state machine over the one spelling the grammar lets
+// the model write, {"response":"…"} or {"tool_calls":[{"name":"…","arguments":{…}},…]}.
+#include <cstdint>
+
+#include "serve/reply_format.h"
+#include "serve/tool_calls.h"
+
+namespace kvmem::serve {
+namespace {
+
+constexpr std::string_view kResponseOpen = "{\"response\":\"";
+constexpr std::string_view kCallsOpen = "{\"tool_calls\":[";
+constexpr std::string_view kCallOpen = "{\"name\":\"";
+constexpr std::string_view kArgsKey = ",\"arguments\":";
+
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// Four hex digits at s[at]; -1 when missing or malformed.
+int32_t Hex4(std::string_view s, size_t at) {
+  if (at + 4 > s.size()) return -1;
+  int32_t v = 0;
+  for (size_t i = at; i < at + 4; ++i) {
+    const int h = HexValue(s[i]);
+    if (h < 0) return -1;
+    v = v * 16 + h;
+  }
+  return v;
+}
+
+void AppendUtf8(uint32_t cp, std::string* out) {
+  if (cp < 0x80) {
+    out->push_back(static_cast<char>(cp));
+  } else if (cp < 0x800) {
+    out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
+    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  } else if (cp < 0x10000) {
+    out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
+    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  } else {
+    out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
+    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
+    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  }
+}
+
+// The escape at s[0] == '\\': bytes consumed (0: incomplete, wait for more), its text in *out.
+size_t DecodeEscape(std::string_view s, std::string* out) {
+  if (s.size() < 2) return 0;
+  switch (s[1]) {
+    case 'n': out->push_back('\n'); return 2;
+    case 't': out->push_back('\t'); return 2;
+    case 'r': out->push_back('\r'); return 2;
+    case 'b': out->push_back('\b'); return 2;
+    case 'f': out->push_back('\f'); return 2;
+    case 'u': break;
+    default: out->push_back(s[1]); return 2;  // \" \\ \/
+  }
+  const int32_t hi = Hex4(s, 2);
+  if (hi < 0) return s.size() < 6 ? 0 : 6;
+  if (hi < 0xD800 || hi > 0xDFFF) {
+    AppendUtf8(static_cast<uint32_t>(hi), out);
+    return 6;
+  }
+  // A surrogate pair: \uD8xx\uDCxx.
+  if (s.size() < 12) return 0;
+  const int32_t lo = s[6] == '\\' && s[7] == 'u' ? Hex4(s, 8) : -1;
+  if (hi > 0xDBFF || lo < 0xDC00 || lo > 0xDFFF) {
+    AppendUtf8(0xFFFD, out);
+    return 6;
+  }
+  AppendUtf8(0x10000 + ((static_cast<uint32_t>(hi) - 0xD800) << 10) +
+                 (static_cast<uint32_t>(lo) - 0xDC00),
+             out);
+  return 12;
+}
+
+}  // namespace
+
+void ToolOutputParser::Push(std::string_view text, std::vector<ToolEvent>* events) {
+  buf_.append(text);
+  Drain(events);
+}
+
+void ToolOutputParser::Finish(std::vector<ToolEvent>* events) {
+  Drain(events);
+  if (state_ == State::kStart) ToRaw(events);  // a prefix of the format and nothing more
+}
+
+ToolOutputParser::Match ToolOutputParser::Expect(std::string_view literal) {
+  if (buf_.size() >= literal.size()) {
+    if (buf_.compare(0, literal.size(), literal) != 0) return Match::kNo;
+    buf_.erase(0, literal.size());
+    return Match::kYes;
+  }
+  return literal.substr(0, buf_.size()) == buf_ ? Match::kWait : Match::kNo;
+}
+
+void ToolOutputParser::ToRaw(std::vector<ToolEvent>* events) {
+  state_ = State::kRaw;
+  if (!buf_.empty()) events->push_back({.kind = ToolEvent::Kind::kText, .text = std::move(buf_)});
+  buf_.clear();
+}
+
+bool ToolOutputParser::DrainResponse(std::vector<ToolEvent>* events) {
+  std::string text;
+  size_t i = 0;
+  bool closed = false;
+  while (i < buf_.size()) {
+    const char c = buf_[i];
+    if (c == '"') {
+      closed = true;
+      ++i;
+      break;
+    }
+    if (c != '\\') {
+      text.push_back(c);
+      ++i;
+      continue;
+    }
+    const size_t n = DecodeEscape(std::string_view(buf_).substr(i), &text);
+    if (n == 0) break;
+    i += n;
+  }
+  buf_.erase(0, i);
+  if (!text.empty()) events->push_back({.kind = ToolEvent::Kind::kText, .text = std::move(text)});
+  if (closed) state_ = State::kDone;
+  return closed;
+}
+
+bool ToolOutputParser::DrainArguments(std::vector<ToolEvent>* events) {
+  size_t i = 0;
+  bool closed = false;
+  for (; i < buf_.size() && !closed; ++i) {
+    const char c = buf_[i];
+    if (in_string_) {
+      if (escaped_) {
+        escaped_ = false;
+      } else if (c == '\\') {
+        escaped_ = true;
+      } else if (c == '"') {
+        in_string_ = false;
+      }
+    } else if (c == '"') {
+      in_string_ = true;
+    } else if (c == '{' || c == '[') {
+      ++depth_;
+    } else if (c == '}' || c == ']') {
+      closed = --depth_ == 0;
+    }
+  }
+  if (i > 0) {
+    const int index = static_cast<int>(calls_.size()) - 1;
+    std::string piece = buf_.substr(0, i);
+    calls_.back().arguments += piece;
+    events->push_back(
+        {.kind = ToolEvent::Kind::kCallArguments, .index = index, .text = std::move(piece)});
+    buf_.erase(0, i);
+  }
+  if (closed) state_ = State::kCallClose;
+  return closed;
+}
+
+void ToolOutputParser::Drain(std::vector<ToolEvent>* events) {
+  for (;;) {
+    switch (state_) {
+      case State::kStart: {
+        const Match reply = Expect(kResponseOpen);
+        if (reply == Match::kYes) {
+          state_ = State::kResponse;
+          continue;
+        }
+        const Match calls = Expect(kCallsOpen);
+        if (calls == Match::kYes) {
+          state_ = State::kCallOpen;
+          continue;
+        }
+        if (reply == Match::kNo && calls == Match::kNo) {
+          ToRaw(events);
+          continue;
+        }
+        return;
+      }
+      case State::kResponse:
+        if (!DrainResponse(events)) return;
+        continue;
+      case State::kCallOpen: {
+        const Match m = Expect(kCallOpen);
+        if (m == Match::kWait) return;
+        if (m == Match::kNo) {
+          ToRaw(events);
+          continue;
+        }
+        state_ = State::kName;
+        name_.clear();
+        continue;
+      }
+      case State::kName: {
+        const size_t end = buf_.find('"');
+        if (end == std::string::npos) return;
+        name_ = buf_.substr(0, end);  // tool names need no escapes (ValidateToolName)
+        buf_.erase(0, end + 1);
+        state_ = State::kArgsKey;
+        continue;
+      }
+      case State::kArgsKey: {
+        const Match m = Expect(kArgsKey);
+        if (m == Match::kWait) return;
+        if (m == Match::kNo) {
+          ToRaw(events);
+          continue;
+        }
+        calls_.push_back({NewResponseId(id_prefix_), name_, ""});
+        events->push_back({.kind = ToolEvent::Kind::kCallStart,
+                           .index = static_cast<int>(calls_.size()) - 1,
+                           .call = calls_.back()});
+        depth_ = 0;
+        in_string_ = escaped_ = false;
+        state_ = State::kArgs;
+        continue;
+      }
+      case State::kArgs:
+        if (!DrainArguments(events)) return;
+        continue;
+      case State::kCallClose: {
+        if (buf_.size() < 2) return;  // "}," or "}]"
+        if (buf_[0] != '}' || (buf_[1] != ',' && buf_[1] != ']')) {
+          ToRaw(events);
+          continue;
+        }
+        complete_.push_back(calls_.back());
+        state_ = buf_[1] == ',' ? State::kCallOpen : State::kDone;
+        buf_.erase(0, 2);
+        continue;
+      }
+      case State::kDone:
+        buf_.clear();  // the closing braces
+        return;
+      case State::kRaw:
+        if (!buf_.empty()) ToRaw(events);
+        return;
+    }
+  }
+}
+
+}  // namespace kvmem::serve
