@@ -59,7 +59,8 @@ class MessagesReply final : public ReplyFormat {
     if (text.empty()) return {};
     std::string out;
     if (!text_block_open_) {
-      out = CloseBlock() + OpenBlock({{"type", "text"}, {"text", ""}});
+      out = CloseBlock();  // (two statements: the operands of + are unsequenced)
+      out += OpenBlock({{"type", "text"}, {"text", ""}});
       text_block_open_ = true;
     }
     return out + Event("content_block_delta",
@@ -69,10 +70,11 @@ class MessagesReply final : public ReplyFormat {
   }
 
   std::string StreamToolCallStart(int, const ToolCall& call) override {
-    return CloseBlock() + OpenBlock({{"type", "tool_use"},
-                                     {"id", call.id},
-                                     {"name", call.name},
-                                     {"input", Json::object()}});
+    std::string out = CloseBlock();
+    return out + OpenBlock({{"type", "tool_use"},
+                            {"id", call.id},
+                            {"name", call.name},
+                            {"input", Json::object()}});
   }
 
   std::string StreamToolCallArguments(int, std::string_view json) override {
@@ -88,7 +90,8 @@ class MessagesReply final : public ReplyFormat {
   std::string StreamEnd(const GenerationResult& result) override {
     // An empty reply still has its (empty) text block, as before blocks opened lazily.
     std::string out = n_blocks_ == 0 ? OpenBlock({{"type", "text"}, {"text", ""}}) : "";
-    return out + CloseBlock() +
+    out += CloseBlock();
+    return out +
            Event("message_delta",
                  {{"type", "message_delta"},
                   {"delta",

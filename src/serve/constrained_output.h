@@ -7,8 +7,8 @@
 //                    whether strict is true or not. Properties come in the schema's order.
 //   grammar          a GBNF grammar (engine/grammar/grammar.h) with a rule "root"
 // A schema or grammar the compiler refuses is InvalidArgument naming the field and the
-// construct ("'response_format.json_schema.schema': /properties/age: keyword 'minimum' is not
-// supported"); both fields at once is InvalidArgument.
+// construct ("'response_format.json_schema.schema': JSON schema at '/properties/age': keyword
+// 'minimum' is not supported"); both fields at once is InvalidArgument.
 // Thread-safety: pure functions.
 #pragma once
 

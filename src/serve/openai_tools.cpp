@@ -135,6 +135,7 @@ Result<ToolTurn> ReadTurn(const Json& m, const std::string& field) {
 bool UsesOpenAiTools(const Json& body) {
   const Json* tools = FindField(body, "tools");
   if (tools != nullptr && !(tools->is_array() && tools->empty())) return true;
+  if (FindField(body, "tool_choice") != nullptr) return true;
   const Json* messages = FindField(body, "messages");
   if (messages == nullptr || !messages->is_array()) return false;
   for (const Json& m : *messages) {

@@ -20,8 +20,8 @@
 
 namespace kvmem::serve {
 
-// Whether the request involves tools: a non-empty `tools`, or a message with role "tool" or
-// assistant tool_calls.
+// Whether the request involves tools: a non-empty `tools`, a `tool_choice`, or a message with
+// role "tool" or assistant tool_calls.
 bool UsesOpenAiTools(const Json& body);
 
 // Fills out->messages (rendered in the generic format) and out->grammar (when tools are

@@ -127,10 +127,13 @@ TEST(AnthropicReply, MessageObject) {
 
 TEST(AnthropicReply, StreamEventsInOrder) {
   auto reply = MakeMessagesReply(ResponseMeta{"msg_1", 5, "fake-model"});
-  const std::string sse = reply->StreamStart(PromptInfo{.prompt_tokens = 10, .cached_tokens = 4}) +
-                          reply->StreamText("Hel") + reply->StreamText("") +
-                          reply->StreamText("lo") +
-                          reply->StreamEnd(Finished(FinishReason::kLength));
+  // One call per statement: the reply keeps state (its open content block), and the operands
+  // of + are unsequenced.
+  std::string sse = reply->StreamStart(PromptInfo{.prompt_tokens = 10, .cached_tokens = 4});
+  sse += reply->StreamText("Hel");
+  sse += reply->StreamText("");
+  sse += reply->StreamText("lo");
+  sse += reply->StreamEnd(Finished(FinishReason::kLength));
   const auto events = ParseSse(sse);
   const std::vector<std::string> names = {
       "message_start",       "content_block_start", "ping",          "content_block_delta",

@@ -54,7 +54,7 @@ TEST(OpenAiTools, RejectsMalformedTools) {
        "'tools[0].function.parameters'"},
       {R"("tools": [{"type": "function", "function": {"name": "a", "strict": true,
           "parameters": {"type": "object", "properties": {"x": {"type": "string", "pattern": "x"}}}}}])",
-       "'tools[0].function.parameters': /properties/x: keyword 'pattern'"},
+       "'tools[0].function.parameters': JSON schema at '/properties/x': keyword 'pattern'"},
       {std::string(kOpenAiTools) + R"(, "tool_choice": "sometimes")", "'tool_choice'"},
       {std::string(kOpenAiTools) + R"(, "tool_choice": {"type": "function", "function": {"name": "sub"}})",
        "'tool_choice.function.name': no tool is named 'sub'"},
@@ -152,7 +152,8 @@ TEST(StructuredOutput, ResponseFormatAndGrammar) {
   const Case cases[] = {
       {R"("response_format": {"type": "json_schema", "json_schema": {"name": "s", "schema":
           {"type": "object", "properties": {"age": {"type": "integer", "minimum": 0}}}}})",
-       "'response_format.json_schema.schema': /properties/age: keyword 'minimum' is not supported"},
+       "'response_format.json_schema.schema': JSON schema at '/properties/age': keyword 'minimum' is "
+       "not supported"},
       {R"("response_format": {"type": "json_schema"})", "'response_format.json_schema': required"},
       {R"("response_format": {"type": "yaml"})", "'response_format.type'"},
       {R"("grammar": "root ::= undefined")", "'grammar':"},
