@@ -202,9 +202,12 @@ class LangChainTest(unittest.TestCase):
             country: str = Field(max_length=20)
             population: int
 
+        # Numbers may take 16 digits, one token each: a budget the JSON fits in.
+        from langchain_openai import ChatOpenAI
+        llm = ChatOpenAI(base_url=SERVER.url + "/v1", api_key="unused", model="kvmem",
+                         temperature=0, max_tokens=128, max_retries=0)
         for method in ("json_schema", "function_calling"):
-            city = self.llm.with_structured_output(City, method=method).invoke(
-                "Describe Paris as JSON.")
+            city = llm.with_structured_output(City, method=method).invoke("Describe Paris as JSON.")
             self.assertIsInstance(city, City, method)
             self.assertIsInstance(city.population, int)
 
