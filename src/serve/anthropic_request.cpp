@@ -72,7 +72,7 @@ Result<ParsedRequest> ParseMessagesRequest(std::string_view body_text, const Req
   // Tools (serve/anthropic_tools.h): messages in the generic tool format, replies read back.
   const bool tools = UsesAnthropicTools(body);
   if (tools) {
-    KVMEM_RETURN_IF_ERROR(ReadAnthropicToolRequest(body, &g));
+    KVMEM_RETURN_IF_ERROR(ReadAnthropicToolRequest(body, ctx.model.tool_format, &g));
   } else {
     KVMEM_RETURN_IF_ERROR(ReadMessages(body, ParseMessage, &g.messages));
     g.continue_final_message = g.messages.back().role == "assistant";
@@ -81,7 +81,7 @@ Result<ParsedRequest> ParseMessagesRequest(std::string_view body_text, const Req
   ResponseMeta meta = NewResponseMeta("msg_", ctx.model.name);
   g.request_id = meta.id;
   out.reply = MakeMessagesReply(std::move(meta), tools);
-  if (tools) out.reply = MakeToolReply(std::move(out.reply), "toolu_");
+  if (tools) out.reply = MakeToolReply(std::move(out.reply), "toolu_", ctx.model.tool_format);
   return out;
 }
 

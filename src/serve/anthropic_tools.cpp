@@ -150,7 +150,7 @@ bool UsesAnthropicTools(const Json& body) {
   return false;
 }
 
-Status ReadAnthropicToolRequest(const Json& body, GenerationRequest* out) {
+Status ReadAnthropicToolRequest(const Json& body, ToolFormat format, GenerationRequest* out) {
   ToolRequest request;
   KVMEM_ASSIGN_OR_RETURN(request.tools, ReadTools(body));
   KVMEM_RETURN_IF_ERROR(ReadToolChoice(body, &request));
@@ -166,10 +166,7 @@ Status ReadAnthropicToolRequest(const Json& body, GenerationRequest* out) {
   if (turns.back().role == "assistant") {
     return FieldError("messages", "a final assistant message (prefill) cannot be combined with tools");
   }
-  out->messages = RenderToolConversation(request, turns);
-  if (request.tools.empty()) return Status::Ok();
-  KVMEM_ASSIGN_OR_RETURN(out->grammar, ToolOutputGrammar(request));
-  return Status::Ok();
+  return ApplyTools(format, request, turns, out);
 }
 
 }  // namespace kvmem::serve

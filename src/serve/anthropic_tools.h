@@ -18,8 +18,8 @@ namespace kvmem::serve {
 // Whether the request involves tools: a non-empty `tools`, or a tool_use / tool_result block.
 bool UsesAnthropicTools(const Json& body);
 
-// Appends the conversation (after `system`, already in out->messages) rendered in the generic
-// format, and sets out->grammar when tools are given. InvalidArgument naming the field.
-Status ReadAnthropicToolRequest(const Json& body, GenerationRequest* out);
+// The conversation (after `system`, already in out->messages) and tools in the model's tool
+// format (serve/tool_calls.h ApplyTools). InvalidArgument naming the field.
+Status ReadAnthropicToolRequest(const Json& body, ToolFormat format, GenerationRequest* out);
 
 }  // namespace kvmem::serve

@@ -68,6 +68,9 @@ struct GenerationRequest {
   // (response_format, tools, the "grammar" extension), compiled by the request parser; null:
   // free text.
   std::shared_ptr<const engine::grammar::Grammar> grammar;
+  // ToolFormat::kLlama31: the tool definitions Llama 3.1's template writes into the first user
+  // message (`messages` then hold its call and ipython turns); unset: rendered as plain chat.
+  std::optional<std::vector<std::string>> llama31_tools;
 };
 
 enum class FinishReason {
@@ -129,10 +132,15 @@ struct AgentInfo {
   nlohmann::json last_turn;    // the policy's report of the latest turn since loaded; null
 };
 
+// How the model is shown tools and writes calls (serve/tool_calls.h): kvmem's generic JSON
+// format, or Llama 3.1's own (tokenizer/llama31_tools.h) for a model with that chat template.
+enum class ToolFormat { kGeneric, kLlama31 };
+
 struct ModelInfo {
   std::string name;  // what responses report as `model`
   int context_length = 0;
   int64_t created_unix = 0;
+  ToolFormat tool_format = ToolFormat::kGeneric;
 };
 
 // Gauges the backend reports when /metrics is scraped.

@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "engine/grammar/grammar_constraint.h"
+#include "tokenizer/llama31_tools.h"
 
 namespace kvmem::serve {
 namespace {
@@ -62,6 +63,7 @@ EngineBackend::EngineBackend(memory::AgentRuntime* runtime, const tokenizer::Tok
   auto t = tokenizer::DetectChatTemplate(tok.chat_template(), tok.architecture());
   if (t.ok()) {
     template_ = *t;
+    if (t->kind == tokenizer::ChatTemplateKind::kLlama31) model_.tool_format = ToolFormat::kLlama31;
   } else {
     template_status_ = t.status();
   }
@@ -77,6 +79,10 @@ Result<std::string> EngineBackend::RenderPrompt(const GenerationRequest& request
   if (!template_) {
     return Unsupported("this model has no usable chat template (" + template_status_.ToString() +
                        "); use /v1/completions");
+  }
+  if (request.llama31_tools) {  // tools in Llama 3.1's own format (serve/llama31_tools.h)
+    return tokenizer::RenderLlama31WithTools(*template_, request.messages, *request.llama31_tools,
+                                             /*add_generation_prompt=*/true);
   }
   if (request.continue_final_message && !request.messages.empty() &&
       request.messages.back().role == "assistant") {

@@ -94,7 +94,7 @@ Result<ParsedRequest> ParseChatCompletionRequest(std::string_view body_text,
   // Tools (serve/openai_tools.h): messages in the generic tool format, replies read back.
   const bool tools = UsesOpenAiTools(body);
   if (tools) {
-    KVMEM_RETURN_IF_ERROR(ReadOpenAiToolRequest(body, &out.generation));
+    KVMEM_RETURN_IF_ERROR(ReadOpenAiToolRequest(body, ctx.model.tool_format, &out.generation));
   } else {
     KVMEM_RETURN_IF_ERROR(ReadMessages(body, ParseChatMessage, &out.generation.messages));
   }
@@ -102,7 +102,7 @@ Result<ParsedRequest> ParseChatCompletionRequest(std::string_view body_text,
   ResponseMeta meta = NewResponseMeta("chatcmpl-", ctx.model.name);
   out.generation.request_id = meta.id;
   out.reply = MakeChatCompletionReply(std::move(meta), include_usage);
-  if (tools) out.reply = MakeToolReply(std::move(out.reply), "call_");
+  if (tools) out.reply = MakeToolReply(std::move(out.reply), "call_", ctx.model.tool_format);
   return out;
 }
 

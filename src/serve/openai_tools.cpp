@@ -147,7 +147,7 @@ bool UsesOpenAiTools(const Json& body) {
   return false;
 }
 
-Status ReadOpenAiToolRequest(const Json& body, GenerationRequest* out) {
+Status ReadOpenAiToolRequest(const Json& body, ToolFormat format, GenerationRequest* out) {
   ToolRequest request;
   KVMEM_ASSIGN_OR_RETURN(request.tools, ReadTools(body));
   KVMEM_ASSIGN_OR_RETURN(request.choice, ReadToolChoice(body, request.tools));
@@ -164,13 +164,7 @@ Status ReadOpenAiToolRequest(const Json& body, GenerationRequest* out) {
     KVMEM_ASSIGN_OR_RETURN(ToolTurn t, ReadTurn((*messages)[i], "messages[" + std::to_string(i) + "]"));
     turns.push_back(std::move(t));
   }
-  out->messages = RenderToolConversation(request, turns);
-  if (request.tools.empty()) return Status::Ok();
-  if (out->grammar != nullptr) {
-    return FieldError("tools", "cannot be combined with response_format or grammar");
-  }
-  KVMEM_ASSIGN_OR_RETURN(out->grammar, ToolOutputGrammar(request));
-  return Status::Ok();
+  return ApplyTools(format, request, turns, out);
 }
 
 Json OpenAiToolCalls(const std::vector<ToolCall>& calls) {

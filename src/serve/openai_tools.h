@@ -24,10 +24,10 @@ namespace kvmem::serve {
 // role "tool" or assistant tool_calls.
 bool UsesOpenAiTools(const Json& body);
 
-// Fills out->messages (rendered in the generic format) and out->grammar (when tools are
-// given). InvalidArgument naming the field for a malformed tool, choice or message;
-// also when combined with response_format or grammar.
-Status ReadOpenAiToolRequest(const Json& body, GenerationRequest* out);
+// Fills out->messages, out->grammar and out->llama31_tools (serve/tool_calls.h ApplyTools) in
+// the model's tool format. InvalidArgument naming the field for a malformed tool, choice or
+// message; also when combined with response_format or grammar.
+Status ReadOpenAiToolRequest(const Json& body, ToolFormat format, GenerationRequest* out);
 
 // message.tool_calls of a whole reply.
 Json OpenAiToolCalls(const std::vector<ToolCall>& calls);

@@ -7,6 +7,7 @@
 
 #include "core/log.h"
 #include "engine/grammar/json_schema.h"
+#include "serve/llama31_tools.h"
 
 namespace kvmem::serve {
 namespace {
@@ -162,9 +163,25 @@ std::vector<ChatMessage> RenderToolConversation(const ToolRequest& request,
   return out;
 }
 
-Result<std::shared_ptr<const engine::grammar::Grammar>> ToolOutputGrammar(
-    const ToolRequest& request) {
-  OJson defs = OJson::object();
+Status ApplyTools(ToolFormat format, const ToolRequest& request, const std::vector<ToolTurn>& turns,
+                  GenerationRequest* out) {
+  if (!request.tools.empty() && out->grammar != nullptr) {
+    return FieldError("tools", "cannot be combined with response_format or grammar");
+  }
+  if (format == ToolFormat::kLlama31 && !request.tools.empty()) {
+    return ApplyLlama31Tools(request, turns, out);
+  }
+  out->messages = RenderToolConversation(request, turns);
+  if (request.tools.empty()) return Status::Ok();
+  KVMEM_ASSIGN_OR_RETURN(out->grammar, ToolOutputGrammar(request));
+  return Status::Ok();
+}
+
+namespace {
+
+// One schema per tool tool_choice allows: {"name": its name, <args_key>: its arguments}; the
+// tools' own $defs move into *defs.
+Result<OJson> CallSchemas(const ToolRequest& request, const char* args_key, OJson* defs) {
   OJson calls = OJson::array();
   for (size_t i = 0; i < request.tools.size(); ++i) {
     const ToolDef& tool = request.tools[i];
@@ -173,10 +190,37 @@ Result<std::shared_ptr<const engine::grammar::Grammar>> ToolOutputGrammar(
     OJson call = {{"type", "object"},
                   {"properties",
                    {{"name", {{"const", tool.name}}},
-                    {"arguments", RelocateDefs(std::move(args), "t" + std::to_string(i), &defs)}}},
-                  {"required", {"name", "arguments"}}};
+                    {args_key, RelocateDefs(std::move(args), "t" + std::to_string(i), defs)}}},
+                  {"required", {"name", args_key}}};
     calls.push_back(std::move(call));
   }
+  return calls;
+}
+
+Result<std::shared_ptr<const engine::grammar::Grammar>> CompileRoot(OJson root, OJson defs,
+                                                                    bool compact) {
+  if (!defs.empty()) root["$defs"] = std::move(defs);
+  Result<std::string> gbnf = engine::grammar::JsonSchemaToGbnf(root.dump());
+  if (!gbnf.ok()) return FieldError("tools", gbnf.status().message());
+  Result<engine::grammar::Grammar> g =
+      engine::grammar::Grammar::Parse(compact ? WithoutWhitespace(*gbnf) : *gbnf);
+  if (!g.ok()) return FieldError("tools", g.status().message());
+  return std::make_shared<const engine::grammar::Grammar>(std::move(*g));
+}
+
+}  // namespace
+
+Result<std::shared_ptr<const engine::grammar::Grammar>> Llama31CallGrammar(
+    const ToolRequest& request) {
+  OJson defs = OJson::object();
+  KVMEM_ASSIGN_OR_RETURN(OJson calls, CallSchemas(request, "parameters", &defs));
+  return CompileRoot({{"anyOf", std::move(calls)}}, std::move(defs), /*compact=*/false);
+}
+
+Result<std::shared_ptr<const engine::grammar::Grammar>> ToolOutputGrammar(
+    const ToolRequest& request) {
+  OJson defs = OJson::object();
+  KVMEM_ASSIGN_OR_RETURN(OJson calls, CallSchemas(request, "arguments", &defs));
   OJson list = {{"type", "array"}, {"items", {{"anyOf", calls}}}, {"minItems", 1}};
   if (!request.parallel || request.choice.mode == ToolChoiceMode::kNamed) list["maxItems"] = 1;
   const OJson call_turn = {{"type", "object"},
@@ -198,12 +242,7 @@ Result<std::shared_ptr<const engine::grammar::Grammar>> ToolOutputGrammar(
       root = {{"anyOf", {call_turn, reply_turn}}};
       break;
   }
-  if (!defs.empty()) root["$defs"] = std::move(defs);
-  Result<std::string> gbnf = engine::grammar::JsonSchemaToGbnf(root.dump());
-  if (!gbnf.ok()) return FieldError("tools", gbnf.status().message());
-  Result<engine::grammar::Grammar> g = engine::grammar::Grammar::Parse(WithoutWhitespace(*gbnf));
-  if (!g.ok()) return FieldError("tools", g.status().message());
-  return std::make_shared<const engine::grammar::Grammar>(std::move(*g));
+  return CompileRoot(std::move(root), std::move(defs), /*compact=*/true);
 }
 
 }  // namespace kvmem::serve

@@ -1,6 +1,7 @@
-// Tool calls in kvmem's generic format, for every chat template (none of the families kvmem
-// renders declares tools in a way both dialects can round-trip; see README "Tools"). After
-// llama.cpp's common/chat "generic" handler:
+// Tool calls in kvmem's generic format, for every chat template but Llama 3.1's, which has its
+// own (serve/llama31_tools.h; ApplyTools picks by ToolFormat). SmolLM2's ChatML, Gemma's and
+// Llama 3's templates declare no tools; GPT-OSS's harmony has a tool format kvmem does not render
+// yet. After llama.cpp's common/chat "generic" handler:
 //
 // - The tools are described in the system message: one JSON line per tool, then how to answer.
 //   The text does not depend on tool_choice, so a conversation whose tool_choice changes between
@@ -63,6 +64,13 @@ struct ToolTurn {
   bool is_error = false;        // tool: Anthropic's is_error
 };
 
+// The request's conversation and tools in `format`: sets out->messages, out->grammar (tools
+// given, and for Llama 3.1 a call required) and out->llama31_tools. InvalidArgument naming the
+// field: a strict tool's schema the compiler refuses, a grammar already set (response_format or
+// grammar beside tools), several calls in one Llama 3.1 message.
+Status ApplyTools(ToolFormat format, const ToolRequest& request, const std::vector<ToolTurn>& turns,
+                  GenerationRequest* out);
+
 // InvalidArgument naming `field` unless `name` is a valid tool name.
 Status ValidateToolName(std::string_view name, std::string_view field);
 
@@ -75,6 +83,11 @@ std::vector<ChatMessage> RenderToolConversation(const ToolRequest& request,
 // The grammar of the model's turn under `request` (tools non-empty). InvalidArgument naming
 // "tools[i]" for a strict tool whose parameters the schema compiler refuses.
 Result<std::shared_ptr<const engine::grammar::Grammar>> ToolOutputGrammar(
+    const ToolRequest& request);
+
+// The grammar of one call in Llama 3.1's format, {"name": …, "parameters": {…}}, over the tools
+// tool_choice allows (serve/llama31_tools.h).
+Result<std::shared_ptr<const engine::grammar::Grammar>> Llama31CallGrammar(
     const ToolRequest& request);
 
 // What a reply in the generic format says, as it arrives.
@@ -91,8 +104,11 @@ struct ToolEvent {
 // that is not in the format (no grammar held it) is passed through as text.
 class ToolOutputParser {
  public:
-  // Call ids are `id_prefix` ("call_", "toolu_") and 24 random characters.
-  explicit ToolOutputParser(std::string id_prefix) : id_prefix_(std::move(id_prefix)) {}
+  // Call ids are `id_prefix` ("call_", "toolu_") and 24 random characters. kLlama31: output
+  // that opens with "{" is held to its end and read as {"name", "parameters"} (a call comes
+  // whole, at the end); anything else is text.
+  explicit ToolOutputParser(std::string id_prefix, ToolFormat format = ToolFormat::kGeneric)
+      : id_prefix_(std::move(id_prefix)), format_(format) {}
 
   void Push(std::string_view text, std::vector<ToolEvent>* events);
   // At the end of the output: whatever is held back, and the calls that were complete.
@@ -100,7 +116,10 @@ class ToolOutputParser {
   const std::vector<ToolCall>& complete_calls() const { return complete_; }
 
  private:
-  enum class State { kStart, kResponse, kCallOpen, kName, kArgsKey, kArgs, kCallClose, kDone, kRaw };
+  enum class State {
+    kStart, kResponse, kCallOpen, kName, kArgsKey, kArgs, kCallClose, kDone, kRaw,
+    kLlamaCall,  // kLlama31: a call's JSON, held to the end
+  };
   enum class Match { kYes, kWait, kNo };
 
   void Drain(std::vector<ToolEvent>* events);
@@ -108,8 +127,11 @@ class ToolOutputParser {
   bool DrainResponse(std::vector<ToolEvent>* events);  // false: wait for more
   bool DrainArguments(std::vector<ToolEvent>* events);
   void ToRaw(std::vector<ToolEvent>* events);
+  void DrainLlama31(std::vector<ToolEvent>* events);
+  void FinishLlama31(std::vector<ToolEvent>* events);
 
   std::string id_prefix_;
+  ToolFormat format_;
   State state_ = State::kStart;
   std::string buf_;  // output not yet consumed
   std::string name_;

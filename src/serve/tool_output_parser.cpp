@@ -2,6 +2,7 @@
 // the model write, {"response":"…"} or {"tool_calls":[{"name":"…","arguments":{…}},…]}.
 #include <cstdint>
 
+#include "serve/llama31_tools.h"
 #include "serve/reply_format.h"
 #include "serve/tool_calls.h"
 
@@ -85,12 +86,45 @@ size_t DecodeEscape(std::string_view s, std::string* out) {
 
 void ToolOutputParser::Push(std::string_view text, std::vector<ToolEvent>* events) {
   buf_.append(text);
-  Drain(events);
+  if (format_ == ToolFormat::kLlama31) {
+    DrainLlama31(events);
+  } else {
+    Drain(events);
+  }
 }
 
 void ToolOutputParser::Finish(std::vector<ToolEvent>* events) {
+  if (format_ == ToolFormat::kLlama31) return FinishLlama31(events);
   Drain(events);
   if (state_ == State::kStart) ToRaw(events);  // a prefix of the format and nothing more
+}
+
+void ToolOutputParser::DrainLlama31(std::vector<ToolEvent>* events) {
+  if (state_ == State::kStart) {
+    const size_t first = buf_.find_first_not_of(" \t\r\n");
+    if (first == std::string::npos) return;  // whitespace so far: held
+    if (buf_[first] != '{') return ToRaw(events);
+    state_ = State::kLlamaCall;
+  }
+  if (state_ == State::kRaw) ToRaw(events);
+}
+
+void ToolOutputParser::FinishLlama31(std::vector<ToolEvent>* events) {
+  if (state_ != State::kLlamaCall) return ToRaw(events);
+  const nlohmann::ordered_json call =
+      nlohmann::ordered_json::parse(buf_, nullptr, /*allow_exceptions=*/false);
+  const auto name = call.is_object() ? call.find("name") : call.end();
+  auto args = call.is_object() ? call.find("parameters") : call.end();
+  if (args == call.end() && call.is_object()) args = call.find("arguments");
+  if (name == call.end() || !name->is_string() || args == call.end() || !args->is_object()) {
+    return ToRaw(events);  // JSON, but not a call: the reply's text
+  }
+  ToolCall c{NewResponseId(id_prefix_), name->get<std::string>(), PythonJsonDumps(*args)};
+  events->push_back({.kind = ToolEvent::Kind::kCallStart, .index = 0, .call = c});
+  events->push_back({.kind = ToolEvent::Kind::kCallArguments, .index = 0, .text = c.arguments});
+  complete_.push_back(std::move(c));
+  buf_.clear();
+  state_ = State::kDone;
 }
 
 ToolOutputParser::Match ToolOutputParser::Expect(std::string_view literal) {
@@ -241,6 +275,8 @@ void ToolOutputParser::Drain(std::vector<ToolEvent>* events) {
       }
       case State::kDone:
         buf_.clear();  // the closing braces
+        return;
+      case State::kLlamaCall:  // only in kLlama31 (DrainLlama31)
         return;
       case State::kRaw:
         if (!buf_.empty()) ToRaw(events);

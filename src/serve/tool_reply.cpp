@@ -10,8 +10,8 @@ namespace {
 
 class ToolReply final : public ReplyFormat {
  public:
-  ToolReply(std::unique_ptr<ReplyFormat> inner, std::string id_prefix)
-      : inner_(std::move(inner)), parser_(std::move(id_prefix)) {}
+  ToolReply(std::unique_ptr<ReplyFormat> inner, std::string id_prefix, ToolFormat format)
+      : inner_(std::move(inner)), parser_(std::move(id_prefix), format) {}
 
   Dialect dialect() const override { return inner_->dialect(); }
 
@@ -76,8 +76,8 @@ class ToolReply final : public ReplyFormat {
 }  // namespace
 
 std::unique_ptr<ReplyFormat> MakeToolReply(std::unique_ptr<ReplyFormat> inner,
-                                           std::string id_prefix) {
-  return std::make_unique<ToolReply>(std::move(inner), std::move(id_prefix));
+                                           std::string id_prefix, ToolFormat format) {
+  return std::make_unique<ToolReply>(std::move(inner), std::move(id_prefix), format);
 }
 
 }  // namespace kvmem::serve

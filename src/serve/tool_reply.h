@@ -13,8 +13,8 @@
 
 namespace kvmem::serve {
 
-// `id_prefix`: "call_" (OpenAI) or "toolu_" (Anthropic).
+// `id_prefix`: "call_" (OpenAI) or "toolu_" (Anthropic); `format`: the model's (ModelInfo).
 std::unique_ptr<ReplyFormat> MakeToolReply(std::unique_ptr<ReplyFormat> inner,
-                                           std::string id_prefix);
+                                           std::string id_prefix, ToolFormat format);
 
 }  // namespace kvmem::serve
