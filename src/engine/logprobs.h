@@ -21,7 +21,7 @@ struct TopToken {
 struct TokenLogprob {
   int32_t id = 0;
   float logprob = 0;
-  std::vector<TopToken> top;
+  std::vector<TopToken> top = {};
 };
 
 // The most alternatives a request may ask for (OpenAI's top_logprobs limit).

@@ -50,7 +50,7 @@ struct PromptStats {
   // With TurnParams::prompt_logprobs: one entry per prompt token as the model read it (a BOS the
   // tokenizer adds is context, not listed); the first has a NaN logprob when nothing precedes
   // it.
-  std::vector<engine::TokenLogprob> logprobs;
+  std::vector<engine::TokenLogprob> logprobs = {};
 };
 
 // A piece of one choice's reply: its text (stop sequences removed) and the accounts of the
@@ -58,8 +58,8 @@ struct PromptStats {
 // >= 0). Either may be empty. Valid during the callback.
 struct ReplyDelta {
   int choice = 0;
-  std::string_view text;
-  std::span<const engine::TokenLogprob> logprobs;
+  std::string_view text = {};
+  std::span<const engine::TokenLogprob> logprobs = {};
 };
 
 struct TurnCallbacks {
@@ -74,7 +74,7 @@ enum class TurnEnd { kEndOfTurn, kStopSequence, kLength, kCancelled };
 // How one choice ended.
 struct ChoiceEnd {
   TurnEnd end = TurnEnd::kEndOfTurn;
-  std::string stop_sequence;
+  std::string stop_sequence = {};
   int64_t completion_tokens = 0;
 };
 
@@ -83,7 +83,7 @@ struct TurnResult {
   int64_t completion_tokens = 0;  // all choices'
   TurnEnd end = TurnEnd::kEndOfTurn;  // choice 0's (as stop_sequence)
   std::string stop_sequence;
-  std::vector<ChoiceEnd> choices;  // (n)
+  std::vector<ChoiceEnd> choices = {};  // (n)
   double decode_seconds = 0;
   double save_seconds = 0;
   int64_t kv_tokens = 0;  // rows the agent's memory holds after the turn
