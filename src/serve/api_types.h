@@ -121,7 +121,7 @@ struct GenerationResult {
   FinishReason finish_reason = FinishReason::kEndOfTurn;  // choice 0's
   std::string stop_sequence;  // the stop string that matched (kStopSequence only)
   std::vector<ChoiceResult> choices = {};  // (n); empty: one choice, as above
-  Usage usage;  // completion_tokens: all choices'
+  Usage usage;                             // completion_tokens: all choices'
   Tier tier = Tier::kMiss;
 };
 

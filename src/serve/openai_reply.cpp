@@ -38,8 +38,8 @@ const ChoiceResult& ChoiceEnd(const GenerationResult& result, int i, ChoiceResul
 // What chat and text completions share: the envelope of each object and the stream's tail.
 class OpenAiReply : public ReplyFormat {
  public:
-  OpenAiReply(ResponseMeta meta, bool include_usage, OpenAiReplyOptions options,
-              const char* object, const char* chunk_object)
+  OpenAiReply(ResponseMeta meta, bool include_usage, OpenAiReplyOptions options, const char* object,
+              const char* chunk_object)
       : meta_(std::move(meta)),
         include_usage_(include_usage),
         options_(std::move(options)),
@@ -75,7 +75,8 @@ class OpenAiReply : public ReplyFormat {
     std::string out;
     ChoiceResult scratch;
     for (int i = 0; i < options_.n; ++i) {
-      out += Chunk(FinalChoice(i, OpenAiFinishReason(ChoiceEnd(result, i, &scratch).finish_reason)));
+      out +=
+          Chunk(FinalChoice(i, OpenAiFinishReason(ChoiceEnd(result, i, &scratch).finish_reason)));
     }
     if (include_usage_) {
       Json chunk = Envelope(chunk_object_);
@@ -269,8 +270,7 @@ Json ModelJson(const ModelInfo& model) {
 
 std::unique_ptr<ReplyFormat> MakeChatCompletionReply(ResponseMeta meta, bool include_usage,
                                                      OpenAiReplyOptions options) {
-  return std::make_unique<ChatCompletionReply>(std::move(meta), include_usage,
-                                               std::move(options));
+  return std::make_unique<ChatCompletionReply>(std::move(meta), include_usage, std::move(options));
 }
 
 std::unique_ptr<ReplyFormat> MakeCompletionReply(ResponseMeta meta, bool include_usage,

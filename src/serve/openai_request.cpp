@@ -34,8 +34,7 @@ Result<bool> ParseCommon(const Json& body, const RequestContext& ctx, int min_to
   out->generation.n = static_cast<int>(n.value_or(1));
   KVMEM_ASSIGN_OR_RETURN(std::optional<int64_t> best_of, OptionalInt(body, "best_of", "best_of"));
   if (best_of && *best_of != out->generation.n) {
-    return FieldError("best_of", "only best_of == n is supported, got " +
-                                     std::to_string(*best_of));
+    return FieldError("best_of", "only best_of == n is supported, got " + std::to_string(*best_of));
   }
   for (const char* key : {"tools", "functions", "logit_bias", "suffix"}) {
     KVMEM_RETURN_IF_ERROR(RejectIfRequested(body, key));
@@ -88,8 +87,9 @@ Result<bool> ParseCommon(const Json& body, const RequestContext& ctx, int min_to
   out->generation.agent.tenant = ctx.tenant;
   KVMEM_ASSIGN_OR_RETURN(out->generation.agent.id, ResolveAgentId(ctx, user, "user"));
   if (out->generation.n > 1 && !out->generation.agent.id.empty()) {
-    return FieldError("n", "n > 1 is only supported without an agent (no user / X-Agent-Id): "
-                           "an agent's memory continues one reply");
+    return FieldError("n",
+                      "n > 1 is only supported without an agent (no user / X-Agent-Id): "
+                      "an agent's memory continues one reply");
   }
   return include_usage;
 }
@@ -123,9 +123,8 @@ Result<ParsedRequest> ParseChatCompletionRequest(std::string_view body_text,
   KVMEM_ASSIGN_OR_RETURN(bool include_usage, ParseCommon(body, ctx, 1, &out));
 
   KVMEM_ASSIGN_OR_RETURN(std::optional<bool> logprobs, OptionalBool(body, "logprobs", "logprobs"));
-  KVMEM_ASSIGN_OR_RETURN(
-      std::optional<int64_t> top,
-      ReadIntIn(body, "top_logprobs", 0, engine::kMaxTopLogprobs));
+  KVMEM_ASSIGN_OR_RETURN(std::optional<int64_t> top,
+                         ReadIntIn(body, "top_logprobs", 0, engine::kMaxTopLogprobs));
   if (top && !logprobs.value_or(false)) {
     return FieldError("top_logprobs", "requires logprobs to be true");
   }
@@ -135,10 +134,9 @@ Result<ParsedRequest> ParseChatCompletionRequest(std::string_view body_text,
 
   ResponseMeta meta = NewResponseMeta("chatcmpl-", ctx.model.name);
   out.generation.request_id = meta.id;
-  out.reply = MakeChatCompletionReply(std::move(meta), include_usage,
-                                      {.n = out.generation.n,
-                                       .logprobs = out.generation.logprobs >= 0,
-                                       .echo = {}});
+  out.reply = MakeChatCompletionReply(
+      std::move(meta), include_usage,
+      {.n = out.generation.n, .logprobs = out.generation.logprobs >= 0, .echo = {}});
   return out;
 }
 
@@ -157,8 +155,9 @@ Result<ParsedRequest> ParseCompletionRequest(std::string_view body_text,
   const bool score_only = out.generation.max_tokens && *out.generation.max_tokens == 0;
   out.generation.prompt_logprobs = echo && (logprobs || score_only);
   if (out.generation.prompt_logprobs && !out.generation.agent.id.empty()) {
-    return FieldError("echo", "scoring the prompt (echo with logprobs or max_tokens 0) is only "
-                              "supported without an agent (no user / X-Agent-Id)");
+    return FieldError("echo",
+                      "scoring the prompt (echo with logprobs or max_tokens 0) is only "
+                      "supported without an agent (no user / X-Agent-Id)");
   }
 
   const Json* prompt = FindField(body, "prompt");

@@ -51,8 +51,8 @@ Result<std::string> ResolveAgentId(const RequestContext& ctx,
   return *body_id;
 }
 
-Result<std::optional<int>> ReadMaxTokens(const Json& body, std::string_view key,
-                                         int context_length, int min_value) {
+Result<std::optional<int>> ReadMaxTokens(const Json& body, std::string_view key, int context_length,
+                                         int min_value) {
   KVMEM_ASSIGN_OR_RETURN(std::optional<int64_t> v, OptionalInt(body, key, key));
   if (!v) return std::optional<int>();
   if (*v < min_value) {

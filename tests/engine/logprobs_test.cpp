@@ -1,9 +1,9 @@
+#include "engine/logprobs.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <vector>
-
-#include "engine/logprobs.h"
 
 namespace kvmem::engine {
 namespace {

@@ -208,8 +208,8 @@ TEST(OpenAiRequest, SamplingSurface) {
   auto zero = ParseCompletionRequest(R"({"prompt":"x","max_tokens":0})", Ctx());
   ASSERT_FALSE(zero.ok());
   EXPECT_NE(zero.status().message().find("'max_tokens'"), std::string::npos);
-  auto agent = ParseCompletionRequest(R"({"prompt":"x","echo":true,"logprobs":1,"user":"ada"})",
-                                      Ctx());
+  auto agent =
+      ParseCompletionRequest(R"({"prompt":"x","echo":true,"logprobs":1,"user":"ada"})", Ctx());
   ASSERT_FALSE(agent.ok());
   EXPECT_NE(agent.status().message().find("'echo'"), std::string::npos);
   EXPECT_FALSE(ParseCompletionRequest(R"({"prompt":"x","logprobs":21})", Ctx()).ok());
@@ -222,8 +222,8 @@ TEST(OpenAiReply, ChatChoicesWithLogprobs) {
   const TokenLogprob hi{"Hi", -0.5f, {{"Hi", -0.5f}, {"Yo", -1.5f}}};
   GenerationResult result;
   result.choices = {{FinishReason::kLength, ""}, {FinishReason::kEndOfTurn, ""}};
-  const Json j = Json::parse(reply->CompleteChoices(
-      {}, {ReplyChunk{0, "Hi", {hi}}, ReplyChunk{1, "Yo", {}}}, result));
+  const Json j = Json::parse(
+      reply->CompleteChoices({}, {ReplyChunk{0, "Hi", {hi}}, ReplyChunk{1, "Yo", {}}}, result));
   ASSERT_EQ(j["choices"].size(), 2u);
   EXPECT_EQ(j["choices"][1]["index"], 1);
   EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
@@ -248,7 +248,8 @@ TEST(OpenAiReply, CompletionEchoWithLogprobs) {
   auto reply = MakeCompletionReply(ResponseMeta{"c", 1, "m"}, false,
                                    {.n = 1, .logprobs = true, .echo = "Once"});
   PromptInfo prompt;
-  prompt.logprobs = {TokenLogprob{"On", std::nullopt, {}}, TokenLogprob{"ce", -2.0f, {{"ce", -2.0f}}}};
+  prompt.logprobs = {TokenLogprob{"On", std::nullopt, {}},
+                     TokenLogprob{"ce", -2.0f, {{"ce", -2.0f}}}};
   const TokenLogprob upon{" upon", -0.25f, {{" upon", -0.25f}}};
   const Json j = Json::parse(
       reply->CompleteChoices(prompt, {ReplyChunk{0, " upon", {upon}}}, GenerationResult{}));
@@ -343,7 +344,8 @@ TEST(OpenAiReply, StreamErrorIsADataEventWithAnErrorObject) {
 }
 
 TEST(OpenAiReply, TextCompletionWithEcho) {
-  auto reply = MakeCompletionReply(ResponseMeta{"cmpl-1", 5, "m"}, false, {.n = 1, .logprobs = false, .echo = "Once"});
+  auto reply = MakeCompletionReply(ResponseMeta{"cmpl-1", 5, "m"}, false,
+                                   {.n = 1, .logprobs = false, .echo = "Once"});
   const Json j = Json::parse(reply->Complete(" upon", Finished(FinishReason::kLength)));
   EXPECT_EQ(j["object"], "text_completion");
   EXPECT_EQ(j["choices"][0]["text"], "Once upon");

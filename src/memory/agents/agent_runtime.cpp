@@ -292,13 +292,12 @@ Status AgentRuntime::ScorePrompt(std::string_view prompt_text, int top_n, Prompt
                   options_.formats, chunks_.get());
   kv::KvSequence seq(&pool);
   std::vector<engine::TokenLogprob> scored;
-  KVMEM_RETURN_IF_ERROR(engine::ScoreTokens(model_, threads_, &seq, ids, top_n,
-                                            options_.max_batch, &compute_mu_, &scored));
+  KVMEM_RETURN_IF_ERROR(engine::ScoreTokens(model_, threads_, &seq, ids, top_n, options_.max_batch,
+                                            &compute_mu_, &scored));
   const bool bos = tok_.add_bos() && ids.front() == tok_.bos_id();
   stats->logprobs.clear();
   if (!bos) {
-    stats->logprobs.push_back(
-        {ids.front(), std::numeric_limits<float>::quiet_NaN(), {}});
+    stats->logprobs.push_back({ids.front(), std::numeric_limits<float>::quiet_NaN(), {}});
   }
   stats->logprobs.insert(stats->logprobs.end(), scored.begin(), scored.end());
   stats->prompt_tokens = static_cast<int64_t>(ids.size());
@@ -313,8 +312,8 @@ Status AgentRuntime::DecodeChoices(MemoryPolicy& policy, std::vector<float> logi
   r->choices.assign(params.n, ChoiceEnd{});
   if (params.n == 1) {
     PolicyRows rows(&policy);
-    KVMEM_RETURN_IF_ERROR(DecodeChoice(tok_, rows, context, std::move(logits), params, 0,
-                                       callbacks, &r->choices[0]));
+    KVMEM_RETURN_IF_ERROR(
+        DecodeChoice(tok_, rows, context, std::move(logits), params, 0, callbacks, &r->choices[0]));
   } else {
     // The policy's rows stay as the prompt left them while each choice decodes on its fork.
     const kv::KvSequence& prompt = *policy.Persist().rows;

@@ -45,7 +45,7 @@ struct PromptStats {
   int64_t cached_tokens = 0;  // kept from the agent's cache
   Tier tier = Tier::kMiss;
   store::PrefixMatchKind match = store::PrefixMatchKind::kExact;
-  double load_seconds = 0;     // reading a warm cache from the store
+  double load_seconds = 0;  // reading a warm cache from the store
   double prefill_seconds = 0;
   // With TurnParams::prompt_logprobs: one entry per prompt token as the model read it (a BOS the
   // tokenizer adds is context, not listed); the first has a NaN logprob when nothing precedes
@@ -80,7 +80,7 @@ struct ChoiceEnd {
 
 struct TurnResult {
   PromptStats prompt;
-  int64_t completion_tokens = 0;  // all choices'
+  int64_t completion_tokens = 0;      // all choices'
   TurnEnd end = TurnEnd::kEndOfTurn;  // choice 0's (as stop_sequence)
   std::string stop_sequence;
   std::vector<ChoiceEnd> choices = {};  // (n)
