@@ -898,10 +898,12 @@ Result<std::vector<LocomoMethodResult>> RunLocomoQa(
     if (options.limit > 0) n_q = std::min<int64_t>(n_q, options.limit);
     int64_t turns = 0;
     for (const LocomoSession& s : c.sessions) turns += static_cast<int64_t>(s.turns.size());
-    // Ingested turn by turn: each memart policy method, and each block size of the others.
+    // Ingested turn by turn: each memart policy method and epicache method, and each block size
+    // of the other memart ones.
     std::map<int, bool> bs;
     int64_t ingests = 0;
     for (const LocomoMethod& m : methods) {
+      if (m.kind == LocomoMethodKind::kEpiCache) ++ingests;
       if (m.kind != LocomoMethodKind::kMemArt) continue;
       if (m.policy.empty()) {
         bs[m.memart.block_size] = true;

@@ -17,6 +17,12 @@ int32_t Argmax(std::span<const float> logits) {
 Sampler::Sampler(SamplerConfig config) : config_(config), rng_(config.seed) {}
 
 int32_t Sampler::Sample(std::span<const float> logits, std::span<const int32_t> history) {
+  const int32_t id = Draw(logits, history);
+  ++drawn_[id];
+  return id;
+}
+
+int32_t Sampler::Draw(std::span<const float> logits, std::span<const int32_t> history) {
   const int32_t n_vocab = static_cast<int32_t>(logits.size());
   cand_.resize(n_vocab);
   for (int32_t i = 0; i < n_vocab; ++i) cand_[i] = {i, logits[i]};
@@ -30,6 +36,14 @@ int32_t Sampler::Sample(std::span<const float> logits, std::span<const int32_t> 
       if (id < 0 || id >= n_vocab) continue;
       float& l = cand_[id].logit;
       l = l > 0 ? l / config_.repeat_penalty : l * config_.repeat_penalty;
+    }
+  }
+
+  if (config_.frequency_penalty != 0.0f || config_.presence_penalty != 0.0f) {
+    for (const auto& [id, count] : drawn_) {
+      if (id < 0 || id >= n_vocab) continue;
+      cand_[id].logit -= static_cast<float>(count) * config_.frequency_penalty +
+                         (count > 0 ? config_.presence_penalty : 0.0f);
     }
   }
 

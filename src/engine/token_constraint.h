@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <span>
 
 namespace kvmem::engine {
@@ -23,6 +24,8 @@ class TokenConstraint {
   // Nothing but the end of generation may follow: the loop ends the turn without a forward pass
   // for the end-of-generation token.
   virtual bool Done() const = 0;
+  // An independent copy of the current state (n > 1 choices each decode under their own).
+  virtual std::unique_ptr<TokenConstraint> Clone() const = 0;
 };
 
 }  // namespace kvmem::engine

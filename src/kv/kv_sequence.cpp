@@ -10,6 +10,12 @@ KvSequence::KvSequence(KvPool* pool)
       released_blocks_(pool->geometry().n_layers, 0),
       released_through_(pool->geometry().n_layers, kNoPosition) {}
 
+std::unique_ptr<KvSequence> KvSequence::Fork(const KvSequence& parent) {
+  auto fork = std::make_unique<KvSequence>(parent.pool_);
+  fork->view_ = parent.view_.Clone();
+  return fork;
+}
+
 KvSequence::~KvSequence() {
   for (int32_t b : blocks_) pool_->Free(b);
 }

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "core/status.h"
@@ -24,6 +25,12 @@ namespace kvmem::kv {
 class KvSequence {
  public:
   explicit KvSequence(KvPool* pool);
+  // A sequence in parent's pool whose view reads everything parent's view reads, without owning
+  // those rows; its own rows are appended after them (in blocks of its own). Several replies to
+  // one prefilled prompt (n > 1 choices) each decode on a fork. Precondition: parent outlives
+  // the fork and neither frees, overwrites nor releases (sliding window) the shared rows while
+  // it lives, so decode the forks before the parent goes on.
+  static std::unique_ptr<KvSequence> Fork(const KvSequence& parent);
   ~KvSequence();
   KvSequence(const KvSequence&) = delete;
   KvSequence& operator=(const KvSequence&) = delete;

@@ -11,6 +11,18 @@ KvView::KvView(int n_layers, int n_kv_heads)
       layer_(n_layers),
       head_(static_cast<size_t>(n_layers) * n_kv_heads) {}
 
+KvView KvView::Clone() const {
+  KvView out(n_layers_, n_kv_heads_);
+  out.shared_ = shared_;
+  for (size_t i = 0; i < layer_.size(); ++i) {
+    if (layer_[i]) out.layer_[i] = std::make_unique<List>(*layer_[i]);
+  }
+  for (size_t i = 0; i < head_.size(); ++i) {
+    if (head_[i]) out.head_[i] = std::make_unique<List>(*head_[i]);
+  }
+  return out;
+}
+
 const std::vector<ViewRun>& KvView::list(int l, int g) const {
   if (const auto& h = head_slot(l, g)) return *h;
   return layer_[l] ? *layer_[l] : shared_;

@@ -39,6 +39,8 @@ struct ViewRun {
 class KvView {
  public:
   KvView(int n_layers = 0, int n_kv_heads = 1);
+  // A deep copy: every list, own or shared, copied (a forked sequence reads what this reads).
+  KvView Clone() const;
 
   int n_layers() const { return n_layers_; }
   int n_kv_heads() const { return n_kv_heads_; }

@@ -39,7 +39,24 @@ struct SamplingParams {
   std::optional<int> top_k;             // >= 0; 0 = off
   std::optional<float> min_p;           // [0, 1]
   std::optional<float> repeat_penalty;  // (0, 10]; 1 = off
-  std::optional<uint64_t> seed;
+  // OpenAI's: logit[j] -= c[j] * frequency + (c[j] > 0) * presence, c[j] counting token j in
+  // the reply so far (not the prompt). [-2, 2]; 0 = off.
+  std::optional<float> frequency_penalty;
+  std::optional<float> presence_penalty;
+  std::optional<uint64_t> seed;  // choice i of n samples with seed + i
+};
+
+// A token's log-probability under the model's raw distribution (before temperature and
+// penalties), as OpenAI's logprobs report it. `token` is the token's bytes, which may be part
+// of a UTF-8 character (JSON output replaces what is not valid).
+struct TopLogprob {
+  std::string token = {};
+  float logprob = 0;
+};
+struct TokenLogprob {
+  std::string token = {};
+  std::optional<float> logprob = {};  // none: nothing precedes it (the first token of a prompt)
+  std::vector<TopLogprob> top = {};   // most likely first
 };
 
 struct GenerationRequest {
@@ -54,8 +71,15 @@ struct GenerationRequest {
   bool continue_final_message = false;
   // /v1/completions: raw prompt text, no chat template. Set iff `messages` is empty.
   std::optional<std::string> prompt;
-  // Generated-token budget; unset = up to the end of the context. Validated to [1, context].
+  // Generated-token budget; unset = up to the end of the context. Validated to [1, context]
+  // (0 only with prompt_logprobs: the prompt is scored, nothing generated).
   std::optional<int> max_tokens;
+  int n = 1;  // choices, each sampled from the same prefilled prompt (> 1: anonymous only)
+  // -1: no logprobs; k in [0, 20]: each generated token's logprob with its k most likely
+  // alternatives (GenerationSink::OnDelta).
+  int logprobs = -1;
+  // The prompt scored token by token (PromptInfo::logprobs): completions' echo. Anonymous only.
+  bool prompt_logprobs = false;
   SamplingParams sampling;
   // Generation ends before any of these strings; they are never part of the returned text.
   std::vector<std::string> stop;
@@ -101,13 +125,21 @@ struct PromptInfo {
   int64_t prompt_tokens = 0;
   int64_t cached_tokens = 0;
   Tier tier = Tier::kMiss;
+  std::vector<TokenLogprob> logprobs = {};  // GenerationRequest::prompt_logprobs: each token
+};
+
+// How one of the n choices ended.
+struct ChoiceResult {
+  FinishReason finish_reason = FinishReason::kEndOfTurn;
+  std::string stop_sequence = {};
 };
 
 struct GenerationResult {
-  FinishReason finish_reason = FinishReason::kEndOfTurn;
+  FinishReason finish_reason = FinishReason::kEndOfTurn;  // choice 0's
   std::string stop_sequence;  // the stop string that matched (kStopSequence only)
-  std::vector<ToolCall> tool_calls;  // kToolCalls only
-  Usage usage;
+  std::vector<ChoiceResult> choices = {};  // (n); empty: one choice, as above
+  std::vector<ToolCall> tool_calls = {};   // kToolCalls only (choice 0's)
+  Usage usage;                             // completion_tokens: all choices'
   Tier tier = Tier::kMiss;
 };
 

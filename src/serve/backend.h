@@ -16,6 +16,7 @@
 //                                                  the log, not to the client)
 #pragma once
 
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -42,6 +43,16 @@ class GenerationSink {
   // (the client disconnected, the server is stopping): the backend then stops generating as
   // soon as it can and returns FinishReason::kCancelled. Must not block for long.
   virtual bool OnText(std::string_view piece) = 0;
+
+  // A piece of choice `choice` with the logprobs of the tokens generated since that choice's
+  // previous piece (either may be empty); the same contract as OnText. Backends call it for
+  // requests with n > 1 or logprobs; a sink that knows neither sees choice 0's text.
+  struct Delta {
+    int choice = 0;
+    std::string_view text = {};
+    std::span<const TokenLogprob> logprobs = {};
+  };
+  virtual bool OnDelta(const Delta& delta) { return delta.choice != 0 || OnText(delta.text); }
 };
 
 // Thread-safe: the server calls every method from many threads at once. Requests for one

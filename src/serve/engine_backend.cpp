@@ -1,6 +1,7 @@
 #include "serve/engine_backend.h"
 
 #include <chrono>
+#include <cmath>
 
 #include "engine/grammar/grammar_constraint.h"
 #include "tokenizer/llama31_tools.h"
@@ -44,10 +45,32 @@ engine::SamplerConfig ToSampler(const SamplingParams& p) {
   if (p.top_k) c.top_k = *p.top_k;
   if (p.min_p) c.min_p = *p.min_p;
   if (p.repeat_penalty) c.repeat_penalty = *p.repeat_penalty;
+  if (p.frequency_penalty) c.frequency_penalty = *p.frequency_penalty;
+  if (p.presence_penalty) c.presence_penalty = *p.presence_penalty;
   c.seed = p.seed
                ? *p.seed
                : static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
   return c;
+}
+
+// Token ids become their text here: the server never sees ids.
+TokenLogprob ToTokenLogprob(const tokenizer::Tokenizer& tok, const engine::TokenLogprob& t) {
+  TokenLogprob out;
+  out.token = std::string(tok.TokenToPiece(t.id, /*render_special=*/true));
+  if (!std::isnan(t.logprob)) out.logprob = t.logprob;
+  out.top.reserve(t.top.size());
+  for (const engine::TopToken& a : t.top) {
+    out.top.push_back({std::string(tok.TokenToPiece(a.id, /*render_special=*/true)), a.logprob});
+  }
+  return out;
+}
+
+std::vector<TokenLogprob> ToTokenLogprobs(const tokenizer::Tokenizer& tok,
+                                          std::span<const engine::TokenLogprob> all) {
+  std::vector<TokenLogprob> out;
+  out.reserve(all.size());
+  for (const engine::TokenLogprob& t : all) out.push_back(ToTokenLogprob(tok, t));
+  return out;
 }
 
 }  // namespace
@@ -104,15 +127,21 @@ Result<GenerationResult> EngineBackend::Generate(const GenerationRequest& reques
   params.focus = request.retrieval_query.value_or("");
   params.max_tokens =
       request.max_tokens ? *request.max_tokens : static_cast<int>(runtime_->n_ctx());
+  params.n = request.n;
+  params.logprobs = request.logprobs;
+  params.prompt_logprobs = request.prompt_logprobs;
   std::optional<engine::grammar::GrammarConstraint> constraint;  // response_format, tools
   if (request.grammar != nullptr) {
     params.constraint = &constraint.emplace(request.grammar, &token_table());
   }
   memory::TurnCallbacks cb;
   cb.on_prompt = [&](const memory::PromptStats& p) {
-    sink->OnPrompt({p.prompt_tokens, p.cached_tokens, p.tier});
+    sink->OnPrompt({p.prompt_tokens, p.cached_tokens, p.tier, ToTokenLogprobs(tok_, p.logprobs)});
   };
-  cb.on_text = [&](std::string_view piece) { return sink->OnText(piece); };
+  cb.on_delta = [&](const memory::ReplyDelta& d) {
+    const std::vector<TokenLogprob> logprobs = ToTokenLogprobs(tok_, d.logprobs);
+    return sink->OnDelta({d.choice, d.text, logprobs});
+  };
   const memory::store::AgentKey key{request.agent.tenant, request.agent.id};
   KVMEM_ASSIGN_OR_RETURN(
       memory::TurnResult r,
@@ -120,6 +149,9 @@ Result<GenerationResult> EngineBackend::Generate(const GenerationRequest& reques
   GenerationResult g;
   g.finish_reason = ToFinishReason(r.end);
   g.stop_sequence = r.stop_sequence;
+  for (const memory::ChoiceEnd& c : r.choices) {
+    g.choices.push_back({ToFinishReason(c.end), c.stop_sequence});
+  }
   g.usage = {r.prompt.prompt_tokens, r.prompt.cached_tokens, r.completion_tokens};
   g.tier = r.prompt.tier;
   return g;

@@ -42,7 +42,7 @@ struct StreamState {
   ~StreamState() {
     if (stream == nullptr) return;
     stream->Cancel();  // no-op when it already ended
-    std::string ignored;
+    std::vector<ReplyChunk> ignored;
     while (stream->Next(&ignored)) {
     }
     if (stream->result().ok()) metrics->RecordGeneration(*stream->result(), stream->timing());
@@ -64,10 +64,10 @@ bool WriteStream(StreamState& state, const std::atomic<bool>& stopping, httplib:
     return bytes.empty() || sink.write(bytes.data(), bytes.size());
   };
   bool ok = write(reply.StreamStart(stream.prompt()));
-  std::string text;
+  std::vector<ReplyChunk> chunks;
   for (bool more = true; ok && more;) {
-    more = stream.Next(&text);
-    ok = write(reply.StreamText(text));
+    more = stream.Next(&chunks);
+    for (const ReplyChunk& c : chunks) ok = ok && write(reply.StreamChunk(c));
   }
   if (!ok) {
     stream.Cancel();
@@ -121,7 +121,7 @@ void ServeGeneration(const GenerationContext& ctx, Dialect dialect, RequestParse
     if (result->finish_reason == FinishReason::kCancelled && ctx.stopping->load()) {
       return SendError(res, {ApiErrorKind::kOverloaded, "server is shutting down"}, dialect);
     }
-    SendJson(res, parsed->reply->Complete(sink.TakeText(), *result));
+    SendJson(res, parsed->reply->CompleteChoices(sink.prompt(), sink.TakeChoices(), *result));
     return;
   }
 

@@ -1,6 +1,7 @@
 #include "serve/generation_stream.h"
 
 #include <exception>
+#include <iterator>
 
 #include "core/log.h"
 
@@ -18,21 +19,56 @@ void NoteText(Clock::time_point received, std::string_view piece, GenerationTimi
   timing->last_text_s = t;
 }
 
+// Appends a delta to `out`, completing UTF-8 per choice; merges with the last chunk when it is
+// the same choice's.
+void AddDelta(const GenerationSink::Delta& d, std::vector<Utf8Assembler>* utf8,
+              std::vector<ReplyChunk>* out) {
+  if (d.choice < 0) return;
+  if (utf8->size() <= static_cast<size_t>(d.choice)) utf8->resize(d.choice + 1);
+  std::string text = (*utf8)[d.choice].Push(d.text);
+  if (text.empty() && d.logprobs.empty()) return;
+  if (out->empty() || out->back().choice != d.choice) out->push_back({d.choice, "", {}});
+  out->back().text += text;
+  out->back().logprobs.insert(out->back().logprobs.end(), d.logprobs.begin(), d.logprobs.end());
+}
+
+// Each choice's held-back UTF-8 tail, at the end.
+void FlushUtf8(std::vector<Utf8Assembler>* utf8, std::vector<ReplyChunk>* out) {
+  for (size_t i = 0; i < utf8->size(); ++i) {
+    std::string tail = (*utf8)[i].Flush();
+    if (!tail.empty()) out->push_back({static_cast<int>(i), std::move(tail), {}});
+  }
+}
+
 }  // namespace
 
 CollectingSink::CollectingSink(Clock::time_point received, const std::atomic<bool>* cancel_all)
     : received_(received), cancel_all_(cancel_all) {}
 
-bool CollectingSink::OnText(std::string_view piece) {
+bool CollectingSink::OnDelta(const Delta& delta) {
   if (cancel_all_ != nullptr && cancel_all_->load()) return false;
-  NoteText(received_, piece, &timing_);
-  text_ += utf8_.Push(piece);
+  NoteText(received_, delta.text, &timing_);
+  if (choices_.size() <= static_cast<size_t>(delta.choice)) {
+    choices_.resize(delta.choice + 1);
+    for (size_t i = 0; i < choices_.size(); ++i) choices_[i].choice = static_cast<int>(i);
+  }
+  std::vector<ReplyChunk> one;
+  AddDelta(delta, &utf8_, &one);
+  for (ReplyChunk& c : one) {
+    choices_[c.choice].text += c.text;
+    auto& lp = choices_[c.choice].logprobs;
+    lp.insert(lp.end(), std::make_move_iterator(c.logprobs.begin()),
+              std::make_move_iterator(c.logprobs.end()));
+  }
   return true;
 }
 
-std::string CollectingSink::TakeText() {
-  text_ += utf8_.Flush();
-  return std::move(text_);
+std::vector<ReplyChunk> CollectingSink::TakeChoices() {
+  std::vector<ReplyChunk> tails;
+  FlushUtf8(&utf8_, &tails);
+  if (choices_.empty()) choices_.resize(1);
+  for (ReplyChunk& t : tails) choices_[t.choice].text += t.text;
+  return std::move(choices_);
 }
 
 GenerationTiming CollectingSink::Finish() {
@@ -67,7 +103,7 @@ void GenerationStream::Run() {
     result.emplace(Internal("backend threw"));
   }
   std::lock_guard<std::mutex> lock(mu_);
-  pending_ += utf8_.Flush();
+  FlushUtf8(&utf8_, &pending_);
   timing_.end_s = SecondsSince(received_);
   result_ = std::move(result);
   finished_ = true;
@@ -81,11 +117,11 @@ void GenerationStream::OnPrompt(const PromptInfo& prompt) {
   cv_.notify_all();
 }
 
-bool GenerationStream::OnText(std::string_view piece) {
+bool GenerationStream::OnDelta(const Delta& delta) {
   std::lock_guard<std::mutex> lock(mu_);
   if (cancelled_ || (cancel_all_ != nullptr && cancel_all_->load())) return false;
-  NoteText(received_, piece, &timing_);
-  pending_ += utf8_.Push(piece);
+  NoteText(received_, delta.text, &timing_);
+  AddDelta(delta, &utf8_, &pending_);
   started_ = true;
   cv_.notify_all();
   return true;
@@ -102,11 +138,11 @@ PromptInfo GenerationStream::prompt() const {
   return prompt_;
 }
 
-bool GenerationStream::Next(std::string* text) {
+bool GenerationStream::Next(std::vector<ReplyChunk>* chunks) {
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait(lock, [this] { return !pending_.empty() || finished_; });
-  text->clear();
-  text->swap(pending_);
+  chunks->clear();
+  chunks->swap(pending_);
   return !finished_;
 }
 

@@ -21,9 +21,11 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <vector>
 
 #include "serve/backend.h"
 #include "serve/metrics.h"
+#include "serve/reply_format.h"
 #include "serve/utf8.h"
 
 namespace kvmem::serve {
@@ -36,18 +38,22 @@ class CollectingSink final : public GenerationSink {
   // `cancel_all` (may be null): once true, OnText returns false (the server is stopping).
   CollectingSink(Clock::time_point received, const std::atomic<bool>* cancel_all);
 
-  void OnPrompt(const PromptInfo& prompt) override {}
-  bool OnText(std::string_view piece) override;
+  void OnPrompt(const PromptInfo& prompt) override { prompt_ = prompt; }
+  bool OnText(std::string_view piece) override { return OnDelta({0, piece, {}}); }
+  bool OnDelta(const Delta& delta) override;
 
-  // Call once, after Generate returned: the text (valid UTF-8) and the timings.
-  std::string TakeText();
+  // Call once, after Generate returned: each choice's text (valid UTF-8) and logprobs (at least
+  // choice 0), and the timings.
+  std::vector<ReplyChunk> TakeChoices();
+  const PromptInfo& prompt() const { return prompt_; }
   GenerationTiming Finish();
 
  private:
   Clock::time_point received_;
   const std::atomic<bool>* cancel_all_;
-  Utf8Assembler utf8_;
-  std::string text_;
+  PromptInfo prompt_;
+  std::vector<Utf8Assembler> utf8_;  // (choices)
+  std::vector<ReplyChunk> choices_;
   GenerationTiming timing_;
 };
 
@@ -66,9 +72,9 @@ class GenerationStream final : private GenerationSink {
   bool WaitForStart();
   // The prompt's usage as the backend reported it (zeros when it did not call OnPrompt).
   PromptInfo prompt() const;
-  // Blocks until there is text or the end; moves the text (valid UTF-8) into *text. Returns
-  // false once the generation has ended and *text holds the last of it.
-  bool Next(std::string* text);
+  // Blocks until there is output or the end; moves the pieces (valid UTF-8, in order) into
+  // *chunks. Returns false once the generation has ended and *chunks holds the last of it.
+  bool Next(std::vector<ReplyChunk>* chunks);
   // From now on OnText returns false.
   void Cancel();
   // Valid once Next returned false or WaitForStart returned false.
@@ -78,7 +84,8 @@ class GenerationStream final : private GenerationSink {
  private:
   void Run();
   void OnPrompt(const PromptInfo& prompt) override;
-  bool OnText(std::string_view piece) override;
+  bool OnText(std::string_view piece) override { return OnDelta({0, piece, {}}); }
+  bool OnDelta(const Delta& delta) override;
 
   Backend* backend_;
   GenerationRequest request_;
@@ -91,8 +98,8 @@ class GenerationStream final : private GenerationSink {
   bool finished_ = false;
   bool cancelled_ = false;
   PromptInfo prompt_;
-  Utf8Assembler utf8_;
-  std::string pending_;  // text not yet taken by Next
+  std::vector<Utf8Assembler> utf8_;  // (choices)
+  std::vector<ReplyChunk> pending_;  // not yet taken by Next
   GenerationTiming timing_;
   std::optional<Result<GenerationResult>> result_;
 

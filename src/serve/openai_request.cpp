@@ -2,6 +2,7 @@
 // openai_api.h).
 #include <string>
 
+#include "engine/logprobs.h"
 #include "serve/constrained_output.h"
 #include "serve/openai_api.h"
 #include "serve/openai_tools.h"
@@ -11,25 +12,42 @@ namespace kvmem::serve {
 namespace {
 
 constexpr size_t kMaxStopStrings = 4;  // OpenAI's limit
+constexpr int64_t kMaxChoices = 16;    // n: each choice is decoded in turn
+
+// An integer in [lo, hi] or null/absent.
+Result<std::optional<int64_t>> ReadIntIn(const Json& body, const char* key, int64_t lo,
+                                         int64_t hi) {
+  KVMEM_ASSIGN_OR_RETURN(std::optional<int64_t> v, OptionalInt(body, key, key));
+  if (v && (*v < lo || *v > hi)) {
+    return FieldError(key, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                               "], got " + std::to_string(*v));
+  }
+  return v;
+}
 
 // The fields /v1/chat/completions and /v1/completions share. Fills `out` (all but the prompt
-// or messages) and returns stream_options.include_usage.
-Result<bool> ParseCommon(const Json& body, const RequestContext& ctx, ParsedRequest* out) {
+// or messages and the logprobs fields, which differ) and returns stream_options.include_usage.
+// min_tokens: 0 where max_tokens 0 is allowed (completions' echo).
+Result<bool> ParseCommon(const Json& body, const RequestContext& ctx, int min_tokens,
+                         ParsedRequest* out) {
   KVMEM_ASSIGN_OR_RETURN(std::optional<std::string> model, OptionalString(body, "model", "model"));
   (void)model;  // one model is loaded; any name is accepted
 
-  for (const char* key : {"n", "best_of"}) {
-    KVMEM_ASSIGN_OR_RETURN(std::optional<int64_t> n, OptionalInt(body, key, key));
-    if (n && *n != 1) return FieldError(key, "only 1 is supported, got " + std::to_string(*n));
+  KVMEM_ASSIGN_OR_RETURN(std::optional<int64_t> n, ReadIntIn(body, "n", 1, kMaxChoices));
+  out->generation.n = static_cast<int>(n.value_or(1));
+  KVMEM_ASSIGN_OR_RETURN(std::optional<int64_t> best_of, OptionalInt(body, "best_of", "best_of"));
+  if (best_of && *best_of != out->generation.n) {
+    return FieldError("best_of", "only best_of == n is supported, got " + std::to_string(*best_of));
   }
-  for (const char* key : {"functions", "logprobs", "top_logprobs", "logit_bias", "suffix"}) {
+  for (const char* key : {"functions", "logit_bias", "suffix"}) {
     KVMEM_RETURN_IF_ERROR(RejectIfRequested(body, key));
   }
 
   const int n_ctx = ctx.model.context_length;
-  KVMEM_ASSIGN_OR_RETURN(std::optional<int> max_tokens, ReadMaxTokens(body, "max_tokens", n_ctx));
+  KVMEM_ASSIGN_OR_RETURN(std::optional<int> max_tokens,
+                         ReadMaxTokens(body, "max_tokens", n_ctx, min_tokens));
   KVMEM_ASSIGN_OR_RETURN(std::optional<int> max_completion,
-                         ReadMaxTokens(body, "max_completion_tokens", n_ctx));
+                         ReadMaxTokens(body, "max_completion_tokens", n_ctx, min_tokens));
   if (max_tokens && max_completion && *max_tokens != *max_completion) {
     return FieldError("max_completion_tokens", "disagrees with max_tokens");
   }
@@ -40,6 +58,9 @@ Result<bool> ParseCommon(const Json& body, const RequestContext& ctx, ParsedRequ
   for (const char* key : {"presence_penalty", "frequency_penalty"}) {
     KVMEM_ASSIGN_OR_RETURN(std::optional<double> v, OptionalNumber(body, key, key));
     if (v && (*v < -2 || *v > 2)) return FieldError(key, "must be in [-2, 2]");
+    if (!v) continue;
+    SamplingParams& p = out->generation.sampling;
+    (key[0] == 'p' ? p.presence_penalty : p.frequency_penalty) = static_cast<float>(*v);
   }
   KVMEM_ASSIGN_OR_RETURN(out->generation.stop, ReadStopStrings(body, "stop", kMaxStopStrings,
                                                                /*allow_single_string=*/true));
@@ -59,6 +80,11 @@ Result<bool> ParseCommon(const Json& body, const RequestContext& ctx, ParsedRequ
   KVMEM_ASSIGN_OR_RETURN(std::optional<std::string> user, OptionalString(body, "user", "user"));
   out->generation.agent.tenant = ctx.tenant;
   KVMEM_ASSIGN_OR_RETURN(out->generation.agent.id, ResolveAgentId(ctx, user, "user"));
+  if (out->generation.n > 1 && !out->generation.agent.id.empty()) {
+    return FieldError("n",
+                      "n > 1 is only supported without an agent (no user / X-Agent-Id): "
+                      "an agent's memory continues one reply");
+  }
   return include_usage;
 }
 
@@ -88,12 +114,23 @@ Result<ParsedRequest> ParseChatCompletionRequest(std::string_view body_text,
                                                  const RequestContext& ctx) {
   KVMEM_ASSIGN_OR_RETURN(Json body, ParseJsonObject(body_text));
   ParsedRequest out;
-  KVMEM_ASSIGN_OR_RETURN(bool include_usage, ParseCommon(body, ctx, &out));
+  KVMEM_ASSIGN_OR_RETURN(bool include_usage, ParseCommon(body, ctx, 1, &out));
+
+  KVMEM_ASSIGN_OR_RETURN(std::optional<bool> logprobs, OptionalBool(body, "logprobs", "logprobs"));
+  KVMEM_ASSIGN_OR_RETURN(std::optional<int64_t> top,
+                         ReadIntIn(body, "top_logprobs", 0, engine::kMaxTopLogprobs));
+  if (top && !logprobs.value_or(false)) {
+    return FieldError("top_logprobs", "requires logprobs to be true");
+  }
+  if (logprobs.value_or(false)) out.generation.logprobs = static_cast<int>(top.value_or(0));
   KVMEM_RETURN_IF_ERROR(ReadConstrainedOutput(body, body_text, &out.generation));
 
-  // Tools (serve/openai_tools.h): messages in the generic tool format, replies read back.
+  // Tools (serve/openai_tools.h): messages in the model's tool format, replies read back.
   const bool tools = UsesOpenAiTools(body);
   if (tools) {
+    if (out.generation.n > 1 || out.generation.logprobs >= 0) {
+      return FieldError(out.generation.n > 1 ? "n" : "logprobs", "not supported with tools");
+    }
     KVMEM_RETURN_IF_ERROR(ReadOpenAiToolRequest(body, ctx.model.tool_format, &out.generation));
   } else {
     KVMEM_RETURN_IF_ERROR(ReadMessages(body, ParseChatMessage, &out.generation.messages));
@@ -101,7 +138,9 @@ Result<ParsedRequest> ParseChatCompletionRequest(std::string_view body_text,
 
   ResponseMeta meta = NewResponseMeta("chatcmpl-", ctx.model.name);
   out.generation.request_id = meta.id;
-  out.reply = MakeChatCompletionReply(std::move(meta), include_usage);
+  out.reply = MakeChatCompletionReply(
+      std::move(meta), include_usage,
+      {.n = out.generation.n, .logprobs = out.generation.logprobs >= 0, .echo = {}});
   if (tools) out.reply = MakeToolReply(std::move(out.reply), "call_", ctx.model.tool_format);
   return out;
 }
@@ -110,8 +149,22 @@ Result<ParsedRequest> ParseCompletionRequest(std::string_view body_text,
                                              const RequestContext& ctx) {
   KVMEM_ASSIGN_OR_RETURN(Json body, ParseJsonObject(body_text));
   ParsedRequest out;
-  KVMEM_ASSIGN_OR_RETURN(bool include_usage, ParseCommon(body, ctx, &out));
+  KVMEM_ASSIGN_OR_RETURN(std::optional<bool> echo_field, OptionalBool(body, "echo", "echo"));
+  const bool echo = echo_field.value_or(false);
+  KVMEM_ASSIGN_OR_RETURN(bool include_usage, ParseCommon(body, ctx, echo ? 0 : 1, &out));
+  KVMEM_ASSIGN_OR_RETURN(std::optional<int64_t> logprobs,
+                         ReadIntIn(body, "logprobs", 0, engine::kMaxTopLogprobs));
+  if (logprobs) out.generation.logprobs = static_cast<int>(*logprobs);
   KVMEM_RETURN_IF_ERROR(ReadConstrainedOutput(body, body_text, &out.generation));
+  // The prompt is scored when its logprobs are echoed, and when nothing is generated (max_tokens
+  // 0: what else is there to do).
+  const bool score_only = out.generation.max_tokens && *out.generation.max_tokens == 0;
+  out.generation.prompt_logprobs = echo && (logprobs || score_only);
+  if (out.generation.prompt_logprobs && !out.generation.agent.id.empty()) {
+    return FieldError("echo",
+                      "scoring the prompt (echo with logprobs or max_tokens 0) is only "
+                      "supported without an agent (no user / X-Agent-Id)");
+  }
 
   const Json* prompt = FindField(body, "prompt");
   if (prompt == nullptr) return FieldError("prompt", "required");
@@ -132,12 +185,13 @@ Result<ParsedRequest> ParseCompletionRequest(std::string_view body_text,
   } else {
     return TypeError("prompt", "a string", *prompt);
   }
-  KVMEM_ASSIGN_OR_RETURN(std::optional<bool> echo, OptionalBool(body, "echo", "echo"));
 
   ResponseMeta meta = NewResponseMeta("cmpl-", ctx.model.name);
   out.generation.request_id = meta.id;
   out.reply = MakeCompletionReply(std::move(meta), include_usage,
-                                  echo.value_or(false) ? *out.generation.prompt : std::string());
+                                  {.n = out.generation.n,
+                                   .logprobs = out.generation.logprobs >= 0,
+                                   .echo = echo ? *out.generation.prompt : std::string()});
   return out;
 }
 

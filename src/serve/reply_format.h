@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "serve/api_error.h"
 #include "serve/api_types.h"
@@ -26,6 +27,13 @@ struct ResponseMeta {
 std::string NewResponseId(std::string_view prefix);
 ResponseMeta NewResponseMeta(std::string_view id_prefix, std::string model);
 
+// Some of one choice's reply: a piece of it while streaming, or all of it.
+struct ReplyChunk {
+  int choice = 0;
+  std::string text = {};                    // valid UTF-8
+  std::vector<TokenLogprob> logprobs = {};  // of the tokens this text comes from (when asked)
+};
+
 class ReplyFormat {
  public:
   virtual ~ReplyFormat() = default;
@@ -40,6 +48,19 @@ class ReplyFormat {
   virtual std::string StreamEnd(const GenerationResult& result) = 0;
   // An error after the stream started (the status line has gone out as 200).
   virtual std::string StreamError(const ApiError& error) = 0;
+
+  // What the server calls. A dialect with choices and logprobs overrides them; the defaults
+  // serve choice 0's text through Complete and StreamText.
+  // The whole reply: one entry per choice, in order; `prompt` as the backend reported it.
+  virtual std::string CompleteChoices(const PromptInfo& prompt,
+                                      const std::vector<ReplyChunk>& choices,
+                                      const GenerationResult& result) {
+    (void)prompt;
+    return Complete(choices.empty() ? std::string_view() : choices[0].text, result);
+  }
+  virtual std::string StreamChunk(const ReplyChunk& chunk) {
+    return chunk.choice == 0 ? StreamText(chunk.text) : std::string();
+  }
 
   // Tool calls (serve/tool_reply.h drives these; replies without tools never get them): call
   // `index` of the reply begins (id and name), then its arguments' JSON text comes in pieces.

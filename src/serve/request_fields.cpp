@@ -51,11 +51,15 @@ Result<std::string> ResolveAgentId(const RequestContext& ctx,
   return *body_id;
 }
 
-Result<std::optional<int>> ReadMaxTokens(const Json& body, std::string_view key,
-                                         int context_length) {
+Result<std::optional<int>> ReadMaxTokens(const Json& body, std::string_view key, int context_length,
+                                         int min_value) {
   KVMEM_ASSIGN_OR_RETURN(std::optional<int64_t> v, OptionalInt(body, key, key));
   if (!v) return std::optional<int>();
-  if (*v < 1) return FieldError(key, "must be at least 1, got " + std::to_string(*v));
+  if (*v < min_value) {
+    return FieldError(key, "must be at least " + std::to_string(min_value) +
+                               (min_value == 0 ? "" : " (0 only with echo)") + ", got " +
+                               std::to_string(*v));
+  }
   if (*v > context_length) {
     return FieldError(key, std::to_string(*v) + " exceeds the model's context length of " +
                                std::to_string(context_length) + " tokens");

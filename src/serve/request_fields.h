@@ -36,9 +36,9 @@ Result<std::string> ResolveAgentId(const RequestContext& ctx,
                                    const std::optional<std::string>& body_id,
                                    std::string_view body_field);
 
-// An integer token budget in [1, context_length].
-Result<std::optional<int>> ReadMaxTokens(const Json& body, std::string_view key,
-                                         int context_length);
+// An integer token budget in [min_value, context_length].
+Result<std::optional<int>> ReadMaxTokens(const Json& body, std::string_view key, int context_length,
+                                         int min_value = 1);
 
 struct SamplingLimits {
   double max_temperature;  // OpenAI 2, Anthropic 1

@@ -15,15 +15,21 @@ class ToolReply final : public ReplyFormat {
 
   Dialect dialect() const override { return inner_->dialect(); }
 
+  // One choice (the parsers refuse n > 1 and logprobs with tools).
   std::string Complete(std::string_view text, const GenerationResult& result) override {
+    return CompleteChoices({}, {ReplyChunk{0, std::string(text), {}}}, result);
+  }
+  std::string CompleteChoices(const PromptInfo& prompt, const std::vector<ReplyChunk>& choices,
+                              const GenerationResult& result) override {
     std::vector<ToolEvent> events;
-    parser_.Push(text, &events);
+    if (!choices.empty()) parser_.Push(choices[0].text, &events);
     parser_.Finish(&events);
     std::string reply;
     for (const ToolEvent& e : events) {
       if (e.kind == ToolEvent::Kind::kText) reply += e.text;
     }
-    return inner_->Complete(reply, WithCalls(result));
+    return inner_->CompleteChoices(prompt, {ReplyChunk{0, std::move(reply), {}}},
+                                   WithCalls(result));
   }
 
   std::string StreamStart(const PromptInfo& prompt) override {
@@ -33,6 +39,9 @@ class ToolReply final : public ReplyFormat {
     std::vector<ToolEvent> events;
     parser_.Push(text, &events);
     return Render(events);
+  }
+  std::string StreamChunk(const ReplyChunk& chunk) override {
+    return chunk.choice == 0 ? StreamText(chunk.text) : std::string();
   }
   std::string StreamEnd(const GenerationResult& result) override {
     std::vector<ToolEvent> events;
@@ -47,7 +56,7 @@ class ToolReply final : public ReplyFormat {
     for (const ToolEvent& e : events) {
       switch (e.kind) {
         case ToolEvent::Kind::kText:
-          out += inner_->StreamText(e.text);
+          out += inner_->StreamChunk({0, e.text, {}});
           break;
         case ToolEvent::Kind::kCallStart:
           out += inner_->StreamToolCallStart(e.index, e.call);
@@ -65,6 +74,7 @@ class ToolReply final : public ReplyFormat {
     r.tool_calls = parser_.complete_calls();
     if (!r.tool_calls.empty() && r.finish_reason == FinishReason::kEndOfTurn) {
       r.finish_reason = FinishReason::kToolCalls;
+      if (!r.choices.empty()) r.choices[0].finish_reason = FinishReason::kToolCalls;
     }
     return r;
   }

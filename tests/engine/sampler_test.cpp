@@ -30,6 +30,76 @@ TEST(Sampler, RepetitionPenaltyAsCtrl) {
   EXPECT_EQ(s.Sample(logits, hist), 1);
 }
 
+// OpenAI's penalties: logit[j] -= c[j] * frequency + (c[j] > 0) * presence, c counting the
+// tokens this sampler drew (not the prompt). Hand-computed greedy picks.
+TEST(Sampler, FrequencyPenaltyScalesWithCount) {
+  SamplerConfig c;
+  c.temperature = 0;
+  c.frequency_penalty = 0.6f;
+  Sampler s(c);
+  const std::vector<float> logits = {2.0f, 1.0f, 0.5f};
+  EXPECT_EQ(s.Sample(logits, {}), 0);  // nothing drawn yet: 2.0, 1.0, 0.5
+  EXPECT_EQ(s.Sample(logits, {}), 0);  // c0 = 1: 1.4 > 1.0
+  EXPECT_EQ(s.Sample(logits, {}), 1);  // c0 = 2: 0.8 < 1.0
+  EXPECT_EQ(s.Sample(logits, {}), 0);  // c0 = 2, c1 = 1: 0.8, 0.4, 0.5
+  EXPECT_EQ(s.Sample(logits, {}), 2);  // c0 = 3, c1 = 1: 0.2, 0.4, 0.5
+}
+
+TEST(Sampler, PresencePenaltyIsFlat) {
+  SamplerConfig c;
+  c.temperature = 0;
+  c.presence_penalty = 0.7f;
+  Sampler s(c);
+  const std::vector<float> logits = {2.0f, 1.5f, 1.2f};
+  EXPECT_EQ(s.Sample(logits, {}), 0);  // 2.0, 1.5, 1.2
+  EXPECT_EQ(s.Sample(logits, {}), 1);  // 1.3, 1.5, 1.2
+  EXPECT_EQ(s.Sample(logits, {}), 0);  // 1.3, 0.8, 1.2: presence does not grow with the count
+  EXPECT_EQ(s.Sample(logits, {}), 0);  // still 1.3
+}
+
+TEST(Sampler, PenaltiesIgnoreThePromptAndCombine) {
+  SamplerConfig c;
+  c.temperature = 0;
+  c.frequency_penalty = 0.5f;
+  c.presence_penalty = 0.25f;
+  Sampler s(c);
+  const std::vector<float> logits = {1.0f, 0.8f, 0.1f};
+  const std::vector<int32_t> prompt = {0, 0, 0, 0};  // prompt tokens are not counted
+  EXPECT_EQ(s.Sample(logits, prompt), 0);
+  EXPECT_EQ(s.Sample(logits, prompt), 1);  // 1.0 - 0.5 - 0.25 = 0.25 < 0.8
+  EXPECT_EQ(s.Sample(logits, prompt), 0);  // 0.25, 0.05, 0.1
+  EXPECT_EQ(s.Sample(logits, prompt), 2);  // -0.25, 0.05, 0.1
+  // Negative penalties encourage repetition: -2 makes a drawn token win over a better one.
+  SamplerConfig e;
+  e.temperature = 0;
+  e.presence_penalty = -2.0f;
+  Sampler t(e);
+  const std::vector<float> second_best = {1.0f, 1.5f};
+  EXPECT_EQ(t.Sample(std::vector<float>{1.0f, 0.0f}, {}), 0);
+  EXPECT_EQ(t.Sample(second_best, {}), 0);  // 1.0 + 2 = 3.0 > 1.5
+}
+
+// The penalized logits are what temperature sampling sees: a token penalized far below the
+// others is never drawn.
+TEST(Sampler, PenaltiesApplyBeforeTemperature) {
+  SamplerConfig c;
+  c.temperature = 1.0f;
+  c.top_k = 0;
+  c.top_p = 1.0f;
+  c.min_p = 0.0f;
+  c.frequency_penalty = 2.0f;
+  c.presence_penalty = 2.0f;
+  c.seed = 3;
+  Sampler s(c);
+  const std::vector<float> logits = {10.0f, 0.0f, 0.0f};
+  EXPECT_EQ(s.Sample(logits, {}), 0);  // p(0) ≈ 1 - 9e-5
+  // Now token 0 sits at 10 - 2 - 2 = 6: still likely; after three more draws of it, at
+  // 10 - 4*2 - 2 = 0, level with the others.
+  int zeros = 0;
+  for (int i = 0; i < 200; ++i) zeros += s.Sample(logits, {}) == 0;
+  EXPECT_LT(zeros, 120);  // without the penalties nearly all 200 would be token 0
+}
+
 // With top_k = 2 only the two best tokens may ever be drawn, in proportion to their softmax.
 TEST(Sampler, TopKFrequenciesMatchSoftmax) {
   SamplerConfig c;

@@ -245,6 +245,43 @@ TEST_P(BlockCompressionTest, ReplacedRowsAnswerAsBefore) {
   for (size_t i = 0; i < before.size(); ++i) ASSERT_NEAR(before[i], after[i], 2e-2f) << i;
 }
 
+// The history's first rows (StreamingLLM's sinks, the kept system prompt) are told by rank, so
+// they survive the compressions after a Replace has moved them off their positions: a history
+// built under a max_pos that forces re-placements still holds, in the first slots of every list
+// of a global layer, the values of rows 0.. of a plain prefill (values are copied, never
+// re-rotated, so they match exactly).
+TEST_P(BlockCompressionTest, FirstRowsSurviveReplacements) {
+  const int n = 250, budget = 24, block = 40, first = 6;
+  const kv::KvGeometry& geo = pool_->geometry();
+  kv::KvSequence plain(pool_.get());
+  std::vector<float> unused;
+  ASSERT_TRUE(engine::Forward(*model_, &threads_, &plain, Tokens(first), 0, false, &unused, 32).ok());
+  for (RowScore score : {RowScore::kRecency, RowScore::kPromptAttention}) {
+    CompressionConfig config = Config(budget, score);
+    (score == RowScore::kRecency ? config.sinks : config.keep_first) = first;
+    kv::KvSequence seq(pool_.get());
+    seq.set_window_release(false);
+    // A region larger than the budget (the policy's are whole blocks), so a Replace moves the
+    // first rows off positions [0, first).
+    auto cache = AllocateRegion(&seq, RegionCapacity(model_->spec(), config) + 20);
+    ASSERT_TRUE(cache.ok());
+    ASSERT_TRUE(BuildCompressedCache(*model_, &threads_, &seq, &*cache, Tokens(n), 0, block,
+                                     prompt_, config, /*max_pos=*/cache->capacity + 2 * block)
+                    .ok());
+    ASSERT_LT(cache->next_pos, n);  // re-placed at least once
+    std::vector<float> k(geo.n_kv_heads * geo.head_dim_k), v(geo.n_kv_heads * geo.head_dim_v);
+    std::vector<float> k0(k.size()), v0(v.size());
+    for (int l = 0; l < model_->spec().n_layers; ++l) {
+      if (model_->spec().layers[l].sliding_window > 0) continue;
+      for (int j = 0; j < first; ++j) {
+        pool_->ReadToken(RowAt(seq, cache->first_row + j), l, k.data(), v.data());
+        pool_->ReadToken(RowAt(plain, j), l, k0.data(), v0.data());
+        EXPECT_EQ(v, v0) << "score " << static_cast<int>(score) << " layer " << l << " row " << j;
+      }
+    }
+  }
+}
+
 TEST(CompressedCachePositions, RoundTripAndHostileInput) {
   CompressedCache c;
   c.n_layers = 2;

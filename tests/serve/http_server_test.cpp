@@ -417,7 +417,7 @@ TEST(HttpServer, ClientErrorsAre400InTheRoutesDialect) {
       R"({"messages": 5})",
       R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": -1})",
       R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 99999999})",
-      R"({"messages": [{"role": "user", "content": "x"}], "n": 2})",
+      R"({"messages": [{"role": "user", "content": "x"}], "n": 99})",
       R"({"messages": [{"role": "robot", "content": "x"}]})",
       R"({"messages": []})",
       R"([1, 2])",

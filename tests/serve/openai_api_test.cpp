@@ -117,7 +117,19 @@ TEST(OpenAiRequest, RejectsMalformedChat) {
        "exceeds the model's context length of 4096"},
       {R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 10.5})",
        "'max_tokens': expected an integer, got number"},
-      {R"({"messages": [{"role": "user", "content": "x"}], "n": 2})", "'n': only 1"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "n": 17})", "'n': must be in [1, 16]"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "n": 0})", "'n'"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "n": 2, "user": "ada"})",
+       "'n': n > 1 is only supported without an agent"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "n": 2, "best_of": 3})", "'best_of'"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})",
+       "'top_logprobs': requires logprobs"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true,
+           "top_logprobs": 21})",
+       "'top_logprobs': must be in [0, 20]"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "logprobs": 2})", "'logprobs'"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "frequency_penalty": -2.5})",
+       "'frequency_penalty'"},
       {R"({"messages": [{"role": "user", "content": "x"}], "temperature": 3})",
        "'temperature': must be in [0, 2]"},
       {R"({"messages": [{"role": "user", "content": "x"}], "top_p": 0})", "'top_p'"},
@@ -132,7 +144,6 @@ TEST(OpenAiRequest, RejectsMalformedChat) {
       {R"({"messages": [{"role": "user", "content": "x"}], "model": 7})", "'model'"},
       {R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]})",
        "'tools[0].function': required"},
-      {R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true})", "'logprobs'"},
       {R"({"messages": [{"role": "user", "content": "x"}],
            "response_format": {"type": "xml"}})",
        "'response_format.type'"},
@@ -167,6 +178,89 @@ TEST(OpenAiRequest, Completions) {
   EXPECT_FALSE(ParseCompletionRequest(R"({"prompt":"x","best_of":2})", Ctx()).ok());
   EXPECT_FALSE(ParseCompletionRequest(R"({"prompt":"x","suffix":"y"})", Ctx()).ok());
   EXPECT_FALSE(ParseCompletionRequest(R"({"prompt":"x","echo":1})", Ctx()).ok());
+}
+
+TEST(OpenAiRequest, SamplingSurface) {
+  auto chat = Chat(R"({"messages": [{"role": "user", "content": "x"}], "n": 3, "logprobs": true,
+                       "top_logprobs": 5, "presence_penalty": 1.5, "frequency_penalty": -0.5,
+                       "seed": 9})");
+  ASSERT_TRUE(chat.ok()) << chat.status().ToString();
+  EXPECT_EQ(chat->generation.n, 3);
+  EXPECT_EQ(chat->generation.logprobs, 5);
+  EXPECT_FALSE(chat->generation.prompt_logprobs);
+  EXPECT_FLOAT_EQ(*chat->generation.sampling.presence_penalty, 1.5f);
+  EXPECT_FLOAT_EQ(*chat->generation.sampling.frequency_penalty, -0.5f);
+  EXPECT_EQ(Chat(R"({"messages": [{"role": "user", "content": "x"}], "logprobs": false})")
+                ->generation.logprobs,
+            -1);
+
+  // Scoring as lm-eval-harness asks for it: echo, logprobs, max_tokens 0 or 1.
+  auto score =
+      ParseCompletionRequest(R"({"prompt":"x","echo":true,"logprobs":1,"max_tokens":0})", Ctx());
+  ASSERT_TRUE(score.ok()) << score.status().ToString();
+  EXPECT_TRUE(score->generation.prompt_logprobs);
+  EXPECT_EQ(score->generation.logprobs, 1);
+  EXPECT_EQ(*score->generation.max_tokens, 0);
+  EXPECT_TRUE(ParseCompletionRequest(R"({"prompt":"x","echo":true,"max_tokens":0})", Ctx())
+                  ->generation.prompt_logprobs);
+  EXPECT_FALSE(ParseCompletionRequest(R"({"prompt":"x","echo":true,"max_tokens":1})", Ctx())
+                   ->generation.prompt_logprobs);
+  auto zero = ParseCompletionRequest(R"({"prompt":"x","max_tokens":0})", Ctx());
+  ASSERT_FALSE(zero.ok());
+  EXPECT_NE(zero.status().message().find("'max_tokens'"), std::string::npos);
+  auto agent =
+      ParseCompletionRequest(R"({"prompt":"x","echo":true,"logprobs":1,"user":"ada"})", Ctx());
+  ASSERT_FALSE(agent.ok());
+  EXPECT_NE(agent.status().message().find("'echo'"), std::string::npos);
+  EXPECT_FALSE(ParseCompletionRequest(R"({"prompt":"x","logprobs":21})", Ctx()).ok());
+  EXPECT_FALSE(ParseCompletionRequest(R"({"prompt":"x","logprobs":true})", Ctx()).ok());
+}
+
+TEST(OpenAiReply, ChatChoicesWithLogprobs) {
+  auto reply = MakeChatCompletionReply(ResponseMeta{"c", 1, "m"}, false,
+                                       {.n = 2, .logprobs = true, .echo = {}});
+  const TokenLogprob hi{"Hi", -0.5f, {{"Hi", -0.5f}, {"Yo", -1.5f}}};
+  GenerationResult result;
+  result.choices = {{FinishReason::kLength, ""}, {FinishReason::kEndOfTurn, ""}};
+  const Json j = Json::parse(
+      reply->CompleteChoices({}, {ReplyChunk{0, "Hi", {hi}}, ReplyChunk{1, "Yo", {}}}, result));
+  ASSERT_EQ(j["choices"].size(), 2u);
+  EXPECT_EQ(j["choices"][1]["index"], 1);
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+  EXPECT_EQ(j["choices"][1]["finish_reason"], "stop");
+  const Json& c = j["choices"][0]["logprobs"]["content"][0];
+  EXPECT_EQ(c["token"], "Hi");
+  EXPECT_FLOAT_EQ(c["logprob"].get<float>(), -0.5f);
+  EXPECT_EQ(c["bytes"], Json::array({72, 105}));
+  EXPECT_EQ(c["top_logprobs"][1]["token"], "Yo");
+  EXPECT_TRUE(j["choices"][1]["logprobs"]["content"].empty());
+
+  const auto events = ParseSse(reply->StreamStart({}) + reply->StreamChunk({1, "Yo", {}}) +
+                               reply->StreamChunk({0, "", {hi}}) + reply->StreamEnd(result));
+  // Two role chunks, two deltas, two finish chunks, [DONE].
+  ASSERT_EQ(events.size(), 7u);
+  EXPECT_EQ(Json::parse(events[2].data)["choices"][0]["index"], 1);
+  EXPECT_EQ(Json::parse(events[3].data)["choices"][0]["logprobs"]["content"][0]["token"], "Hi");
+  EXPECT_EQ(Json::parse(events[5].data)["choices"][0]["finish_reason"], "stop");
+}
+
+TEST(OpenAiReply, CompletionEchoWithLogprobs) {
+  auto reply = MakeCompletionReply(ResponseMeta{"c", 1, "m"}, false,
+                                   {.n = 1, .logprobs = true, .echo = "Once"});
+  PromptInfo prompt;
+  prompt.logprobs = {TokenLogprob{"On", std::nullopt, {}},
+                     TokenLogprob{"ce", -2.0f, {{"ce", -2.0f}}}};
+  const TokenLogprob upon{" upon", -0.25f, {{" upon", -0.25f}}};
+  const Json j = Json::parse(
+      reply->CompleteChoices(prompt, {ReplyChunk{0, " upon", {upon}}}, GenerationResult{}));
+  const Json& lp = j["choices"][0]["logprobs"];
+  EXPECT_EQ(j["choices"][0]["text"], "Once upon");
+  EXPECT_EQ(lp["tokens"], Json::array({"On", "ce", " upon"}));
+  EXPECT_TRUE(lp["token_logprobs"][0].is_null());
+  EXPECT_TRUE(lp["top_logprobs"][0].is_null());
+  EXPECT_FLOAT_EQ(lp["token_logprobs"][1].get<float>(), -2.0f);
+  EXPECT_EQ(lp["text_offset"], Json::array({0, 2, 4}));
+  EXPECT_FLOAT_EQ(lp["top_logprobs"][2][" upon"].get<float>(), -0.25f);
 }
 
 GenerationResult Finished(FinishReason reason) {
@@ -250,7 +344,8 @@ TEST(OpenAiReply, StreamErrorIsADataEventWithAnErrorObject) {
 }
 
 TEST(OpenAiReply, TextCompletionWithEcho) {
-  auto reply = MakeCompletionReply(ResponseMeta{"cmpl-1", 5, "m"}, false, "Once");
+  auto reply = MakeCompletionReply(ResponseMeta{"cmpl-1", 5, "m"}, false,
+                                   {.n = 1, .logprobs = false, .echo = "Once"});
   const Json j = Json::parse(reply->Complete(" upon", Finished(FinishReason::kLength)));
   EXPECT_EQ(j["object"], "text_completion");
   EXPECT_EQ(j["choices"][0]["text"], "Once upon");
@@ -266,7 +361,7 @@ TEST(OpenAiReply, TextCompletionWithEcho) {
   EXPECT_EQ(Json::parse(events[1].data)["object"], "text_completion");
   EXPECT_EQ(Json::parse(events[2].data)["choices"][0]["finish_reason"], "stop");
   EXPECT_EQ(events[3].data, "[DONE]");
-  auto no_echo = MakeCompletionReply(ResponseMeta{"cmpl-1", 5, "m"}, false, "");
+  auto no_echo = MakeCompletionReply(ResponseMeta{"cmpl-1", 5, "m"}, false);
   EXPECT_EQ(no_echo->StreamStart({}), "");
 }
 

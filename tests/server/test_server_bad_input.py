@@ -57,7 +57,7 @@ class MalformedRequestTest(unittest.TestCase):
             body(messages=[{"role": "wizard", "content": "hi"}]),
             body(max_tokens=-1),
             body(max_tokens=10 ** 9),
-            body(n=2),
+            body(n=17),
             body(temperature=7),
             body(messages=[{"role": "user", "content": "word " * 6000}]),  # past the context
         ]

@@ -22,6 +22,9 @@ class GrammarConstraint final : public TokenConstraint {
   bool Mask(std::span<float> logits) override;
   bool Accept(int32_t token) override;
   bool Done() const override { return matcher_.finished() || !matcher_.CanContinue(); }
+  std::unique_ptr<TokenConstraint> Clone() const override {
+    return std::make_unique<GrammarConstraint>(*this);
+  }
 
  private:
   Matcher matcher_;

@@ -4,14 +4,15 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <limits>
 
 #include "core/clock.h"
 #include "core/log.h"
 #include "engine/forward.h"
-#include "engine/stop_strings.h"
+#include "engine/prompt_score.h"
 #include "kv/kv_sequence.h"
 #include "memory/agents/agent_slot.h"
-#include "tokenizer/harmony.h"
+#include "memory/agents/reply_decoder.h"
 
 namespace kvmem::memory {
 namespace {
@@ -117,9 +118,9 @@ std::shared_ptr<AgentRuntime::Slot> AgentRuntime::GetSlot(const store::AgentKey&
   return s;
 }
 
-Status AgentRuntime::CreateMemory(Slot& slot) {
+Status AgentRuntime::CreateMemory(Slot& slot, int64_t extra_rows) {
   const int block = options_.block_rows;
-  const int64_t rows = slot.spec.kind->rows_needed(env_, slot.spec.config);
+  const int64_t rows = slot.spec.kind->rows_needed(env_, slot.spec.config) + extra_rows;
   slot.pool = std::make_unique<kv::KvPool>(model_.kv_geometry(block),
                                            static_cast<int>((rows + block - 1) / block),
                                            options_.formats, chunks_.get());
@@ -153,7 +154,8 @@ Status AgentRuntime::LoadMemory(const store::AgentKey& key, Slot& slot, const Me
   return Status::Ok();
 }
 
-Result<Tier> AgentRuntime::Acquire(const store::AgentKey* key, Slot& slot, double* load_seconds) {
+Result<Tier> AgentRuntime::Acquire(const store::AgentKey* key, Slot& slot, double* load_seconds,
+                                   int64_t extra_rows) {
   if (slot.policy) {
     const Tier t = slot.policy->n_rows() == 0 ? Tier::kMiss : slot.arrival;
     slot.arrival = Tier::kHot;
@@ -200,7 +202,7 @@ Result<Tier> AgentRuntime::Acquire(const store::AgentKey* key, Slot& slot, doubl
                      removed.ToString().c_str());
     }
   }
-  Status st = CreateMemory(slot);
+  Status st = CreateMemory(slot, extra_rows);
   if (!st.ok()) {
     slot.LockedDrop();
     return st.WithContext("agent " + name);
@@ -211,11 +213,37 @@ Result<Tier> AgentRuntime::Acquire(const store::AgentKey* key, Slot& slot, doubl
 Result<TurnResult> AgentRuntime::RunTurn(const store::AgentKey* key, std::string_view prompt_text,
                                          const TurnParams& params, const TurnCallbacks& callbacks) {
   if (key != nullptr) KVMEM_RETURN_IF_ERROR(store::ValidateAgentKey(*key));
-  if (params.max_tokens < 1) return InvalidArgument("max_tokens must be at least 1");
+  if (params.n < 1) return InvalidArgument("n must be at least 1");
+  if (params.logprobs > engine::kMaxTopLogprobs) {
+    return InvalidArgument("at most " + std::to_string(engine::kMaxTopLogprobs) + " logprobs");
+  }
+  if (key != nullptr && params.n > 1) {
+    return InvalidArgument("n > 1 needs an anonymous turn: an agent's memory keeps one reply");
+  }
+  if (key != nullptr && params.prompt_logprobs) {
+    return InvalidArgument("prompt logprobs need an anonymous turn (an agent's prompt is cached)");
+  }
+  if (params.max_tokens < (params.prompt_logprobs ? 0 : 1)) {
+    return InvalidArgument("max_tokens must be at least 1");
+  }
+  if (params.n > 1 && !callbacks.on_delta && callbacks.on_text) {
+    return InvalidArgument("n > 1 needs the on_delta callback");
+  }
+  TurnResult r;
+  if (params.prompt_logprobs) {
+    KVMEM_RETURN_IF_ERROR(ScorePrompt(prompt_text, std::max(params.logprobs, 0), &r.prompt));
+    if (params.max_tokens == 0) {  // scoring only: nothing is generated or kept
+      if (callbacks.on_prompt) callbacks.on_prompt(r.prompt);
+      r.end = TurnEnd::kLength;
+      r.choices.assign(params.n, ChoiceEnd{TurnEnd::kLength, "", 0});
+      return r;
+    }
+  }
   std::shared_ptr<Slot> slot = key ? GetSlot(*key) : std::make_shared<Slot>();
   Turn turn(*slot);
-  TurnResult r;
-  KVMEM_ASSIGN_OR_RETURN(r.prompt.tier, Acquire(key, *slot, &r.prompt.load_seconds));
+  // Choices of n > 1 decode one after another, each on a fork that holds only its own rows.
+  const int64_t fork_rows = params.n > 1 ? params.max_tokens + options_.block_rows : 0;
+  KVMEM_ASSIGN_OR_RETURN(r.prompt.tier, Acquire(key, *slot, &r.prompt.load_seconds, fork_rows));
   MemoryPolicy& policy = *slot->policy;
   KVMEM_ASSIGN_OR_RETURN(TurnPlan plan, policy.Plan({prompt_text, params.focus}));
   r.prompt.match = plan.match;
@@ -230,7 +258,7 @@ Result<TurnResult> AgentRuntime::RunTurn(const store::AgentKey* key, std::string
   r.prompt.cached_tokens = account->cached_tokens;
   r.prompt.prefill_seconds = SecondsSince(t0);
   if (callbacks.on_prompt) callbacks.on_prompt(r.prompt);
-  Status decoded = DecodeReply(policy, &logits, params, callbacks, &r);
+  Status decoded = DecodeChoices(policy, std::move(logits), params, callbacks, &r);
   if (!decoded.ok()) {
     policy.Abort();
     return decoded;
@@ -250,52 +278,59 @@ Result<TurnResult> AgentRuntime::RunTurn(const store::AgentKey* key, std::string
   return r;
 }
 
-Status AgentRuntime::DecodeReply(MemoryPolicy& policy, std::vector<float>* logits,
-                                 const TurnParams& params, const TurnCallbacks& callbacks,
-                                 TurnResult* r) {
+Status AgentRuntime::ScorePrompt(std::string_view prompt_text, int top_n, PromptStats* stats) {
+  const std::vector<int32_t> ids =
+      tok_.Encode(prompt_text, /*add_special=*/true, /*parse_special=*/true);
+  if (ids.empty()) return InvalidArgument("empty prompt");
+  if (static_cast<int64_t>(ids.size()) > n_ctx_) {
+    return OutOfRange("prompt of " + std::to_string(ids.size()) +
+                      " tokens does not fit the context of " + std::to_string(n_ctx_));
+  }
+  const int block = options_.block_rows;
+  kv::KvPool pool(model_.kv_geometry(block),
+                  static_cast<int>((static_cast<int64_t>(ids.size()) + block - 1) / block),
+                  options_.formats, chunks_.get());
+  kv::KvSequence seq(&pool);
+  std::vector<engine::TokenLogprob> scored;
+  KVMEM_RETURN_IF_ERROR(engine::ScoreTokens(model_, threads_, &seq, ids, top_n, options_.max_batch,
+                                            &compute_mu_, &scored));
+  const bool bos = tok_.add_bos() && ids.front() == tok_.bos_id();
+  stats->logprobs.clear();
+  if (!bos) {
+    stats->logprobs.push_back({ids.front(), std::numeric_limits<float>::quiet_NaN(), {}});
+  }
+  stats->logprobs.insert(stats->logprobs.end(), scored.begin(), scored.end());
+  stats->prompt_tokens = static_cast<int64_t>(ids.size());
+  return Status::Ok();
+}
+
+Status AgentRuntime::DecodeChoices(MemoryPolicy& policy, std::vector<float> logits,
+                                   const TurnParams& params, const TurnCallbacks& callbacks,
+                                   TurnResult* r) {
   const auto t0 = Clock::now();
-  engine::Sampler sampler(params.sampler);
-  engine::StopMatcher stops(params.stop);
   const std::span<const int32_t> context = policy.context_tokens();
-  tokenizer::ReplyDecoder decoder(&tok_, context);
-  std::vector<int32_t> history(context.begin(), context.end());
-  r->end = TurnEnd::kLength;
-  bool cancelled = false;
-  engine::TokenConstraint* constraint = params.constraint;
-  for (int i = 0; i < params.max_tokens; ++i) {
-    if (constraint != nullptr && !constraint->Mask(*logits)) break;
-    const int32_t t = sampler.Sample(*logits, history);
-    if (constraint != nullptr && !constraint->Accept(t)) break;
-    ++r->completion_tokens;
-    if (tok_.IsEndOfGeneration(t)) {
-      r->end = TurnEnd::kEndOfTurn;
-      break;
+  r->choices.assign(params.n, ChoiceEnd{});
+  if (params.n == 1) {
+    PolicyRows rows(&policy);
+    KVMEM_RETURN_IF_ERROR(
+        DecodeChoice(tok_, rows, context, std::move(logits), params, 0, callbacks, &r->choices[0]));
+  } else {
+    // The policy's rows stay as the prompt left them while each choice decodes on its fork.
+    const kv::KvSequence& prompt = *policy.Persist().rows;
+    for (int i = 0; i < params.n; ++i) {
+      ForkRows rows(env_, prompt);
+      KVMEM_RETURN_IF_ERROR(
+          DecodeChoice(tok_, rows, context, logits, params, i, callbacks, &r->choices[i]));
+      if (r->choices[i].end == TurnEnd::kCancelled) {
+        r->choices.resize(i + 1);
+        break;
+      }
     }
-    history.push_back(t);
-    auto piece = decoder.Push(t);
-    if (!piece.ok()) return piece.status();
-    const std::string out = stops.Push(*piece);
-    if (!out.empty() && callbacks.on_text && !callbacks.on_text(out)) {
-      cancelled = true;
-      r->end = TurnEnd::kCancelled;
-      break;
-    }
-    if (stops.stopped()) {
-      r->end = TurnEnd::kStopSequence;
-      r->stop_sequence = stops.matched();
-      break;
-    }
-    if (constraint != nullptr && constraint->Done()) {
-      r->end = TurnEnd::kEndOfTurn;  // the grammar is complete: only the end could follow
-      break;
-    }
-    if (i + 1 == params.max_tokens || !policy.CanStep()) break;
-    KVMEM_RETURN_IF_ERROR(policy.Step(t, logits));
   }
-  if (!cancelled && !stops.stopped() && callbacks.on_text) {
-    const std::string rest = stops.Push(decoder.Flush()) + stops.Flush();
-    if (!rest.empty()) callbacks.on_text(rest);
-  }
+  for (const ChoiceEnd& c : r->choices) r->completion_tokens += c.completion_tokens;
+  r->end = r->choices[0].end;
+  r->stop_sequence = r->choices[0].stop_sequence;
+  if (r->choices.back().end == TurnEnd::kCancelled) r->end = TurnEnd::kCancelled;
   r->decode_seconds = SecondsSince(t0);
   return Status::Ok();
 }

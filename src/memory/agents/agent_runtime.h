@@ -29,10 +29,10 @@
 #include "core/status.h"
 #include "core/thread_pool.h"
 #include "engine/sampler.h"
-#include "engine/token_constraint.h"
 #include "kv/kv_format.h"
 #include "kv/layer_chunks.h"
 #include "memory/agents/tier.h"
+#include "memory/agents/turn.h"
 #include "memory/policy/policy_table.h"
 #include "memory/store/agent_id.h"
 #include "memory/store/agent_store.h"
@@ -63,44 +63,6 @@ struct AgentRuntimeOptions {
   // The sentence encoder policies cluster and route text with (PolicyEnv::encoder); may be
   // null. Outlives the runtime.
   const embed::SentenceEncoder* encoder = nullptr;
-};
-
-struct TurnParams {
-  int max_tokens = 256;  // generated-token budget (also bounded by the context)
-  engine::SamplerConfig sampler;
-  std::vector<std::string> stop;
-  // The focus span (TurnInput::focus): text of the turn's new part (e.g. the question inside an
-  // instruction) whose tokens alone score memory; empty: the policy's default.
-  std::string focus;
-  // Constrained decoding (response_format, tool calls, a grammar); null: none. Outlives the turn.
-  engine::TokenConstraint* constraint = nullptr;
-};
-
-struct PromptStats {
-  int64_t prompt_tokens = 0;  // kept + prefilled
-  int64_t cached_tokens = 0;  // kept from the agent's cache
-  Tier tier = Tier::kMiss;
-  store::PrefixMatchKind match = store::PrefixMatchKind::kExact;
-  double load_seconds = 0;     // reading a warm cache from the store
-  double prefill_seconds = 0;
-};
-
-struct TurnCallbacks {
-  std::function<void(const PromptStats&)> on_prompt;  // once, after the prefill
-  std::function<bool(std::string_view)> on_text;      // false: stop (client gone)
-};
-
-enum class TurnEnd { kEndOfTurn, kStopSequence, kLength, kCancelled };
-
-struct TurnResult {
-  PromptStats prompt;
-  int64_t completion_tokens = 0;
-  TurnEnd end = TurnEnd::kEndOfTurn;
-  std::string stop_sequence;
-  double decode_seconds = 0;
-  double save_seconds = 0;
-  int64_t kv_tokens = 0;  // rows the agent's memory holds after the turn
-  Json memory_report;     // the policy's Report() of this turn
 };
 
 struct AgentStatus {
@@ -137,9 +99,10 @@ class AgentRuntime {
 
   // One turn of `key`'s conversation (nullptr: an anonymous turn that reads and keeps nothing):
   // prompt_text is the whole rendered prompt (chat template applied, no BOS text). The reply
-  // streams through callbacks.on_text; the agent's cache is saved before this returns, so a
-  // returned turn is durable. InvalidArgument for a bad key, OutOfRange when the prompt does
-  // not fit the context, IoError when the save failed (the previous turn's cache then stays).
+  // streams through callbacks.on_text (or on_delta); the agent's cache is saved before this
+  // returns, so a returned turn is durable. InvalidArgument for a bad key, or for n > 1 or
+  // prompt_logprobs with a key (memory/agents/turn.h), OutOfRange when the prompt does not fit
+  // the context, IoError when the save failed (the previous turn's cache then stays).
   Result<TurnResult> RunTurn(const store::AgentKey* key, std::string_view prompt_text,
                              const TurnParams& params, const TurnCallbacks& callbacks);
 
@@ -181,15 +144,18 @@ class AgentRuntime {
   class Turn;
   std::shared_ptr<Slot> GetSlot(const store::AgentKey& key);
   // Brings the agent's memory into the slot (hot, else warm from the store, else new).
-  Result<Tier> Acquire(const store::AgentKey* key, Slot& slot, double* load_seconds);
+  // extra_rows: pool room beyond what the policy needs (the forks of n > 1 choices).
+  Result<Tier> Acquire(const store::AgentKey* key, Slot& slot, double* load_seconds,
+                       int64_t extra_rows = 0);
   // A new memory with the slot's spec in a new pool.
-  Status CreateMemory(Slot& slot);
+  Status CreateMemory(Slot& slot, int64_t extra_rows);
   // The stored memory of `key` into the slot; NotFound when there is none.
   Status LoadMemory(const store::AgentKey& key, Slot& slot, const MemorySpec& spec);
-  // Samples the reply from `logits` on, feeding each kept token to the policy. Fills r's end,
-  // stop_sequence, completion_tokens.
-  Status DecodeReply(MemoryPolicy& policy, std::vector<float>* logits, const TurnParams& params,
-                     const TurnCallbacks& callbacks, TurnResult* r);
+  // The prompt of an anonymous turn scored token by token (TurnParams::prompt_logprobs).
+  Status ScorePrompt(std::string_view prompt_text, int top_n, PromptStats* stats);
+  // Decodes every choice of the turn from `logits` (the prompt's last) on.
+  Status DecodeChoices(MemoryPolicy& policy, std::vector<float> logits, const TurnParams& params,
+                       const TurnCallbacks& callbacks, TurnResult* r);
   Status SaveSlot(const store::AgentKey& key, const Slot& slot, double* seconds);
   void EnforceBudget(const Slot* keep);
 

@@ -168,7 +168,7 @@ std::vector<std::vector<int64_t>> Select(const kv::KvSequence& seq, const Compre
       const int64_t p = CandidatePos(seq, cache, l, g, tail_first, i);
       if (const int w = spec.layers[l].sliding_window; w > 0) {
         if (p > next_pos - w) keep[g].push_back(i);
-      } else if (p < config.keep_first) {
+      } else if (i < config.keep_first) {  // by rank (block_compression.h)
         keep[g].push_back(i);
       } else {
         open.push_back({s[i], i, g});
@@ -265,8 +265,9 @@ Status CompressTail(const model::Model& model, ThreadPool* threads, kv::KvSequen
           std::vector<float>& s = scores.of[static_cast<size_t>(l) * cache->n_kv_heads + g];
           for (int64_t i = 0; i < static_cast<int64_t>(s.size()); ++i) {
             const int64_t p = CandidatePos(*seq, *cache, l, g, tail_first, i);
-            s[i] =
-                p < config.sinks ? std::numeric_limits<float>::infinity() : static_cast<float>(p);
+            // Sinks by rank (a Replace moves them off positions [0, sinks)); recency by
+            // position, whose order Replace keeps.
+            s[i] = i < config.sinks ? std::numeric_limits<float>::infinity() : static_cast<float>(p);
           }
         }
       }

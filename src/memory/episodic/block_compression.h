@@ -12,12 +12,15 @@
 //                     paper adapts it: `window_prompt`).
 //   kKeyDiff          the negative cosine of the row's key with the mean key of the candidates
 //                     (KeyDiff's anchor), per (layer, KV head).
-//   kRecency          the most recent rows, after `sinks` first positions (StreamingLLM).
+//   kRecency          the most recent rows, after the `sinks` first ones (StreamingLLM).
 // Budgets (HeadBudget): kUniform keeps layer_rows[l] rows in each KV head; kPair (the official
 // code's default, "head-wise non-uniform selection" after Ada-KV) keeps the layer's best
 // layer_rows[l] * n_kv_heads rows over all its heads, so heads keep different counts (at most
-// the region's capacity each). Rows at positions below keep_first (the system prompt) are always
+// the region's capacity each). The history's first keep_first rows (the system prompt) are always
 // kept, outside the budget. Ties keep the more recent row.
+// The first rows are told by rank, not by position: they are kept, so they stay the first
+// entries of every (layer, KV head) list, while Replace moves them to compact positions near the
+// end of the region (a rank below keep_first is a position below it until then).
 // Sliding-window layers keep the rows the next token can still read (the last window
 // positions), unscored: no later token reads the others.
 // Thread-safety: not thread-safe; the ThreadPool parallelizes inside.
@@ -44,8 +47,8 @@ struct CompressionConfig {
   std::vector<int64_t> layer_rows;  // (n_layers) rows kept per KV head (global layers)
   HeadBudget heads = HeadBudget::kUniform;
   RowScore score = RowScore::kPromptAttention;
-  int64_t keep_first = 0;      // positions always kept (outside the budget)
-  int64_t sinks = 0;           // kRecency: first positions kept within the budget
+  int64_t keep_first = 0;      // the history's first rows, always kept (outside the budget)
+  int64_t sinks = 0;           // kRecency: the history's first rows kept within the budget
   int window_prompt = 0;       // > 0: the patched prompt is the block's last tokens (SnapKV)
   int max_batch = 256;         // prefill micro-batch
   std::mutex* lock = nullptr;  // BuildCompressedCache: held around each block's passes
