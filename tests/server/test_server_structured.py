@@ -180,6 +180,17 @@ class StructuredOutputTest(unittest.TestCase):
                                      extra_body={"grammar": 'root ::= " " ("yes" | "no")'})
             self.assertIn(t.choices[0].text, (" yes", " no"))
 
+    def test_each_of_n_choices_is_held(self):
+        schema = SCHEMAS[27]
+        r = oai().chat.completions.create(
+            model="kvmem", max_tokens=MAX_TOKENS, temperature=1, seed=5, n=3,
+            messages=[{"role": "user", "content": "A todo item as JSON."}],
+            response_format={"type": "json_schema", "json_schema": {"name": "t", "schema": schema}})
+        self.assertEqual(len(r.choices), 3)
+        for c in r.choices:
+            if c.finish_reason == "stop":
+                self.assertTrue(valid(schema, c.message.content), c.message.content)
+
     def test_refused_schema_is_a_400_naming_the_construct(self):
         with self.assertRaises(openai.BadRequestError) as e:
             ask({"type": "object", "properties": {"n": {"type": "integer", "minimum": 0}}}, 1)
