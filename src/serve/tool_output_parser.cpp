@@ -5,6 +5,7 @@
 #include "serve/llama31_tools.h"
 #include "serve/reply_format.h"
 #include "serve/tool_calls.h"
+#include "tokenizer/unicode.h"
 
 namespace kvmem::serve {
 namespace {
@@ -33,24 +34,6 @@ int32_t Hex4(std::string_view s, size_t at) {
   return v;
 }
 
-void AppendUtf8(uint32_t cp, std::string* out) {
-  if (cp < 0x80) {
-    out->push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
-}
-
 // The escape at s[0] == '\\': bytes consumed (0: incomplete, wait for more), its text in *out.
 size_t DecodeEscape(std::string_view s, std::string* out) {
   if (s.size() < 2) return 0;
@@ -66,17 +49,17 @@ size_t DecodeEscape(std::string_view s, std::string* out) {
   const int32_t hi = Hex4(s, 2);
   if (hi < 0) return s.size() < 6 ? 0 : 6;
   if (hi < 0xD800 || hi > 0xDFFF) {
-    AppendUtf8(static_cast<uint32_t>(hi), out);
+    tokenizer::AppendUtf8(static_cast<uint32_t>(hi), out);
     return 6;
   }
   // A surrogate pair: \uD8xx\uDCxx.
   if (s.size() < 12) return 0;
   const int32_t lo = s[6] == '\\' && s[7] == 'u' ? Hex4(s, 8) : -1;
   if (hi > 0xDBFF || lo < 0xDC00 || lo > 0xDFFF) {
-    AppendUtf8(0xFFFD, out);
+    tokenizer::AppendUtf8(0xFFFD, out);
     return 6;
   }
-  AppendUtf8(0x10000 + ((static_cast<uint32_t>(hi) - 0xD800) << 10) +
+  tokenizer::AppendUtf8(0x10000 + ((static_cast<uint32_t>(hi) - 0xD800) << 10) +
                  (static_cast<uint32_t>(lo) - 0xDC00),
              out);
   return 12;
