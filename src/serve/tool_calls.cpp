@@ -3,7 +3,8 @@
 #include "serve/tool_calls.h"
 
 #include <map>
-#include <regex>
+#include <string>
+#include <string_view>
 
 #include "core/log.h"
 #include "engine/grammar/json_schema.h"
@@ -111,8 +112,24 @@ Result<OJson> ArgumentsSchema(const ToolDef& tool) {
 
 // The JSON grammar's whitespace rule emptied: the format's one spelling (tool_calls.h).
 std::string WithoutWhitespace(const std::string& gbnf) {
-  static const std::regex kWsRule(R"((^|\n)ws ::= [^\n]*)");
-  return std::regex_replace(gbnf, kWsRule, "$1ws ::= \"\"");
+  constexpr std::string_view kWsRule = "ws ::= ";
+  std::string out;
+  out.reserve(gbnf.size());
+  size_t begin = 0;
+  while (begin < gbnf.size()) {
+    size_t end = gbnf.find('\n', begin);
+    end = end == std::string::npos ? gbnf.size() : end + 1;
+    const std::string_view line(gbnf.data() + begin, end - begin);
+    if (line.starts_with(kWsRule)) {
+      out += kWsRule;
+      out += "\"\"";
+      if (line.ends_with('\n')) out += '\n';
+    } else {
+      out += line;
+    }
+    begin = end;
+  }
+  return out;
 }
 
 }  // namespace
