@@ -92,9 +92,10 @@ struct GenerationRequest {
   // (response_format, tools, the "grammar" extension), compiled by the request parser; null:
   // free text.
   std::shared_ptr<const engine::grammar::Grammar> grammar;
-  // ToolFormat::kLlama31: the tool definitions Llama 3.1's template writes into the first user
-  // message (`messages` then hold its call and ipython turns); unset: rendered as plain chat.
-  std::optional<std::vector<std::string>> llama31_tools;
+  // A tool format of the model's own template (ToolFormat kLlama31, kQwen): the tool definitions
+  // as the template writes them (`messages` then hold the calls and results as it writes them);
+  // unset: rendered as plain chat.
+  std::optional<std::vector<std::string>> template_tools;
 };
 
 enum class FinishReason {
@@ -165,8 +166,9 @@ struct AgentInfo {
 };
 
 // How the model is shown tools and writes calls (serve/tool_calls.h): kvmem's generic JSON
-// format, or Llama 3.1's own (tokenizer/llama31_tools.h) for a model with that chat template.
-enum class ToolFormat { kGeneric, kLlama31 };
+// format, or the one the model's chat template has: Llama 3.1's (tokenizer/llama31_tools.h),
+// Qwen 2.5/3's (tokenizer/qwen_tools.h).
+enum class ToolFormat { kGeneric, kLlama31, kQwen };
 
 struct ModelInfo {
   std::string name;  // what responses report as `model`

@@ -5,6 +5,7 @@
 
 #include "engine/grammar/grammar_constraint.h"
 #include "tokenizer/llama31_tools.h"
+#include "tokenizer/qwen_tools.h"
 
 namespace kvmem::serve {
 namespace {
@@ -87,6 +88,7 @@ EngineBackend::EngineBackend(memory::AgentRuntime* runtime, const tokenizer::Tok
   if (t.ok()) {
     template_ = *t;
     if (t->kind == tokenizer::ChatTemplateKind::kLlama31) model_.tool_format = ToolFormat::kLlama31;
+    if (t->qwen_tools) model_.tool_format = ToolFormat::kQwen;
   } else {
     template_status_ = t.status();
   }
@@ -103,8 +105,12 @@ Result<std::string> EngineBackend::RenderPrompt(const GenerationRequest& request
     return Unsupported("this model has no usable chat template (" + template_status_.ToString() +
                        "); use /v1/completions");
   }
-  if (request.llama31_tools) {  // tools in Llama 3.1's own format (serve/llama31_tools.h)
-    return tokenizer::RenderLlama31WithTools(*template_, request.messages, *request.llama31_tools,
+  if (request.template_tools && template_->qwen_tools) {  // serve/qwen_tools.h
+    return tokenizer::RenderQwenWithTools(*template_, request.messages, *request.template_tools,
+                                          /*add_generation_prompt=*/true);
+  }
+  if (request.template_tools) {  // tools in Llama 3.1's own format (serve/llama31_tools.h)
+    return tokenizer::RenderLlama31WithTools(*template_, request.messages, *request.template_tools,
                                              /*add_generation_prompt=*/true);
   }
   if (request.continue_final_message && !request.messages.empty() &&

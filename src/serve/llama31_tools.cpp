@@ -69,7 +69,7 @@ Status ApplyLlama31Tools(const ToolRequest& request, const std::vector<ToolTurn>
     return FieldError("messages", "tools need a message after the system one (Llama 3.1)");
   }
   out->messages = std::move(messages);
-  out->llama31_tools = std::move(tools);
+  out->template_tools = std::move(tools);
   if (request.choice.mode == ToolChoiceMode::kRequired ||
       request.choice.mode == ToolChoiceMode::kNamed) {
     KVMEM_ASSIGN_OR_RETURN(out->grammar, Llama31CallGrammar(request));

@@ -2,8 +2,9 @@
 // whose chat template is Llama 3.1's (ModelInfo::tool_format): the model was trained to answer
 // {"name": "…", "parameters": {…}}, so kvmem asks for that instead of its generic format.
 // - One call per assistant message (the template refuses more), so parallel calls are off.
-// - tool_choice required / a named function: the call is held to the tools' schemas by a
-//   grammar; auto and none: no grammar, and a reply that opens with "{" is read as a call.
+// - tool_choice required / a named function: the call is held to the tools' schemas, in
+//   json.dumps' spelling (JsonSpelling::kPython), by a grammar; auto and none: no grammar, and a
+//   reply that opens with "{" is read as a call.
 // - Calls are written back as the template's tojson writes them (Python's json.dumps: ", " and
 //   ": " separators), tool results as JSON strings in "ipython" turns, tool definitions with
 //   their keys in name order, so a call the model wrote in that spelling renders byte for byte.

@@ -24,7 +24,7 @@ namespace kvmem::serve {
 // role "tool" or assistant tool_calls.
 bool UsesOpenAiTools(const Json& body);
 
-// Fills out->messages, out->grammar and out->llama31_tools (serve/tool_calls.h ApplyTools) in
+// Fills out->messages, out->grammar and out->template_tools (serve/tool_calls.h ApplyTools) in
 // the model's tool format. InvalidArgument naming the field for a malformed tool, choice or
 // message; also when combined with response_format or grammar.
 Status ReadOpenAiToolRequest(const Json& body, ToolFormat format, GenerationRequest* out);

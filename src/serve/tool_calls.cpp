@@ -9,6 +9,7 @@
 #include "core/log.h"
 #include "engine/grammar/json_schema.h"
 #include "serve/llama31_tools.h"
+#include "serve/qwen_tools.h"
 
 namespace kvmem::serve {
 namespace {
@@ -110,28 +111,6 @@ Result<OJson> ArgumentsSchema(const ToolDef& tool) {
   return OJson{{"type", "object"}};
 }
 
-// The JSON grammar's whitespace rule emptied: the format's one spelling (tool_calls.h).
-std::string WithoutWhitespace(const std::string& gbnf) {
-  constexpr std::string_view kWsRule = "ws ::= ";
-  std::string out;
-  out.reserve(gbnf.size());
-  size_t begin = 0;
-  while (begin < gbnf.size()) {
-    size_t end = gbnf.find('\n', begin);
-    end = end == std::string::npos ? gbnf.size() : end + 1;
-    const std::string_view line(gbnf.data() + begin, end - begin);
-    if (line.starts_with(kWsRule)) {
-      out += kWsRule;
-      out += "\"\"";
-      if (line.ends_with('\n')) out += '\n';
-    } else {
-      out += line;
-    }
-    begin = end;
-  }
-  return out;
-}
-
 }  // namespace
 
 Status ValidateToolName(std::string_view name, std::string_view field) {
@@ -188,6 +167,7 @@ Status ApplyTools(ToolFormat format, const ToolRequest& request, const std::vect
   if (format == ToolFormat::kLlama31 && !request.tools.empty()) {
     return ApplyLlama31Tools(request, turns, out);
   }
+  if (format == ToolFormat::kQwen) return ApplyQwenTools(request, turns, out);
   out->messages = RenderToolConversation(request, turns);
   if (request.tools.empty()) return Status::Ok();
   KVMEM_ASSIGN_OR_RETURN(out->grammar, ToolOutputGrammar(request));
@@ -214,13 +194,21 @@ Result<OJson> CallSchemas(const ToolRequest& request, const char* args_key, OJso
   return calls;
 }
 
-Result<std::shared_ptr<const engine::grammar::Grammar>> CompileRoot(OJson root, OJson defs,
-                                                                    bool compact) {
+// The grammar of the schema `root` in `spelling`; `wrapper`: rules that use the schema's as
+// "root", the first of them the start rule (its name has a "_", which the schema compiler's
+// names never have).
+Result<std::shared_ptr<const engine::grammar::Grammar>> CompileRoot(
+    OJson root, OJson defs, engine::grammar::JsonSpelling spelling, std::string_view wrapper = "") {
   if (!defs.empty()) root["$defs"] = std::move(defs);
-  Result<std::string> gbnf = engine::grammar::JsonSchemaToGbnf(root.dump());
+  Result<std::string> gbnf = engine::grammar::JsonSchemaToGbnf(root.dump(), spelling);
   if (!gbnf.ok()) return FieldError("tools", gbnf.status().message());
-  Result<engine::grammar::Grammar> g =
-      engine::grammar::Grammar::Parse(compact ? WithoutWhitespace(*gbnf) : *gbnf);
+  std::string text = std::move(*gbnf);
+  std::string_view start = "root";
+  if (!wrapper.empty()) {
+    text = std::string(wrapper) + text;
+    start = wrapper.substr(0, wrapper.find(' '));
+  }
+  Result<engine::grammar::Grammar> g = engine::grammar::Grammar::Parse(text, start);
   if (!g.ok()) return FieldError("tools", g.status().message());
   return std::make_shared<const engine::grammar::Grammar>(std::move(*g));
 }
@@ -231,7 +219,21 @@ Result<std::shared_ptr<const engine::grammar::Grammar>> Llama31CallGrammar(
     const ToolRequest& request) {
   OJson defs = OJson::object();
   KVMEM_ASSIGN_OR_RETURN(OJson calls, CallSchemas(request, "parameters", &defs));
-  return CompileRoot({{"anyOf", std::move(calls)}}, std::move(defs), /*compact=*/false);
+  return CompileRoot({{"anyOf", std::move(calls)}}, std::move(defs),
+                     engine::grammar::JsonSpelling::kPython);
+}
+
+Result<std::shared_ptr<const engine::grammar::Grammar>> QwenCallGrammar(
+    const ToolRequest& request) {
+  OJson defs = OJson::object();
+  KVMEM_ASSIGN_OR_RETURN(OJson calls, CallSchemas(request, "arguments", &defs));
+  const bool one = !request.parallel || request.choice.mode == ToolChoiceMode::kNamed;
+  const std::string wrapper =
+      std::string(one ? "tool_turn ::= tool_call\n"
+                      : "tool_turn ::= tool_call (\"\\n\" tool_call)*\n") +
+      "tool_call ::= \"<tool_call>\\n\" root \"\\n</tool_call>\"\n";
+  return CompileRoot({{"anyOf", std::move(calls)}}, std::move(defs),
+                     engine::grammar::JsonSpelling::kPython, wrapper);
 }
 
 Result<std::shared_ptr<const engine::grammar::Grammar>> ToolOutputGrammar(
@@ -259,7 +261,7 @@ Result<std::shared_ptr<const engine::grammar::Grammar>> ToolOutputGrammar(
       root = {{"anyOf", {call_turn, reply_turn}}};
       break;
   }
-  return CompileRoot(std::move(root), std::move(defs), /*compact=*/true);
+  return CompileRoot(std::move(root), std::move(defs), engine::grammar::JsonSpelling::kCompact);
 }
 
 }  // namespace kvmem::serve

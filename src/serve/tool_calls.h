@@ -1,7 +1,8 @@
-// Tool calls in kvmem's generic format, for every chat template but Llama 3.1's, which has its
-// own (serve/llama31_tools.h; ApplyTools picks by ToolFormat). SmolLM2's ChatML, Gemma's and
-// Llama 3's templates declare no tools; GPT-OSS's harmony has a tool format kvmem does not render
-// yet. After llama.cpp's common/chat "generic" handler:
+// Tool calls in kvmem's generic format, for every chat template but Llama 3.1's and Qwen 2.5/3's,
+// which have their own (serve/llama31_tools.h, serve/qwen_tools.h; ApplyTools picks by
+// ToolFormat). SmolLM2's ChatML, Gemma's and Llama 3's templates declare no tools; GPT-OSS's
+// harmony has a tool format kvmem does not render yet. After llama.cpp's common/chat "generic"
+// handler:
 //
 // - The tools are described in the system message: one JSON line per tool, then how to answer.
 //   The text does not depend on tool_choice, so a conversation whose tool_choice changes between
@@ -11,11 +12,12 @@
 //   tool_choice, auto included: a small model asked for JSON otherwise drifts into prose that
 //   no parser recovers. tool_choice only narrows the grammar (none: a response; required: calls;
 //   a named function: one call of it; parallel_tool_calls false: one call at most).
-// - The grammar admits no whitespace outside strings and the arguments' properties come in the
-//   order of their names (a JSON object's keys as the server keeps them), so the model's output
-//   has one spelling: a tool call or reply that the client sends back is rendered again byte for
-//   byte (RenderToolConversation), and the agent's next turn matches its cached prefix. (A string
-//   escape the model spelled unusually, "\u00e9" for "é", is the one way it can drift.)
+// - The grammar admits no whitespace outside strings, only the shortest escapes in strings
+//   (JsonSpelling::kCompact), and the arguments' properties come in the order of their names (a
+//   JSON object's keys as the server keeps them), so the model's output has one spelling: a tool
+//   call or reply that the client sends back is rendered again byte for byte
+//   (RenderToolConversation), and the agent's next turn matches its cached prefix. (A number
+//   the model spelled unusually, 1.50 for 1.5, is the one way it can drift.)
 // - Tool results are user messages of {"tool_response":{"name":…,"content":…}} lines (several
 //   results of one turn share a message; templates such as Gemma's require roles to alternate).
 //
@@ -65,7 +67,7 @@ struct ToolTurn {
 };
 
 // The request's conversation and tools in `format`: sets out->messages, out->grammar (tools
-// given, and for Llama 3.1 a call required) and out->llama31_tools. InvalidArgument naming the
+// given, and for Llama 3.1 a call required) and out->template_tools. InvalidArgument naming the
 // field: a strict tool's schema the compiler refuses, a grammar already set (response_format or
 // grammar beside tools), several calls in one Llama 3.1 message.
 Status ApplyTools(ToolFormat format, const ToolRequest& request, const std::vector<ToolTurn>& turns,
@@ -90,6 +92,12 @@ Result<std::shared_ptr<const engine::grammar::Grammar>> ToolOutputGrammar(
 Result<std::shared_ptr<const engine::grammar::Grammar>> Llama31CallGrammar(
     const ToolRequest& request);
 
+// The grammar of a turn of calls in Qwen's format, <tool_call>\n{"name": …, "arguments": {…}}
+// \n</tool_call> blocks separated by "\n" (one when parallel calls are off or a function is
+// named), over the tools tool_choice allows (serve/qwen_tools.h).
+Result<std::shared_ptr<const engine::grammar::Grammar>> QwenCallGrammar(
+    const ToolRequest& request);
+
 // What a reply in the generic format says, as it arrives.
 struct ToolEvent {
   enum class Kind { kText, kCallStart, kCallArguments };
@@ -106,7 +114,8 @@ class ToolOutputParser {
  public:
   // Call ids are `id_prefix` ("call_", "toolu_") and 24 random characters. kLlama31: output
   // that opens with "{" is held to its end and read as {"name", "parameters"} (a call comes
-  // whole, at the end); anything else is text.
+  // whole, at the end); anything else is text. kQwen: text until a <tool_call> block, each block
+  // read as {"name", "arguments"} when it closes (one that is not a call stays text).
   explicit ToolOutputParser(std::string id_prefix, ToolFormat format = ToolFormat::kGeneric)
       : id_prefix_(std::move(id_prefix)), format_(format) {}
 
@@ -119,6 +128,7 @@ class ToolOutputParser {
   enum class State {
     kStart, kResponse, kCallOpen, kName, kArgsKey, kArgs, kCallClose, kDone, kRaw,
     kLlamaCall,  // kLlama31: a call's JSON, held to the end
+    kQwenCall,   // kQwen: inside a <tool_call> block, held to its close
   };
   enum class Match { kYes, kWait, kNo };
 
@@ -129,6 +139,9 @@ class ToolOutputParser {
   void ToRaw(std::vector<ToolEvent>* events);
   void DrainLlama31(std::vector<ToolEvent>* events);
   void FinishLlama31(std::vector<ToolEvent>* events);
+  void DrainQwen(std::vector<ToolEvent>* events);
+  void FinishQwen(std::vector<ToolEvent>* events);
+  bool ReadQwenCall(std::string_view block, std::vector<ToolEvent>* events);
 
   std::string id_prefix_;
   ToolFormat format_;

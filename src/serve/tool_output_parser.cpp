@@ -1,5 +1,6 @@
 // ToolOutputParser (tool_calls.h): a small state machine over the one spelling the grammar lets
 // the model write, {"response":"…"} or {"tool_calls":[{"name":"…","arguments":{…}},…]}.
+#include <algorithm>
 #include <cstdint>
 
 #include "serve/llama31_tools.h"
@@ -69,15 +70,19 @@ size_t DecodeEscape(std::string_view s, std::string* out) {
 
 void ToolOutputParser::Push(std::string_view text, std::vector<ToolEvent>* events) {
   buf_.append(text);
-  if (format_ == ToolFormat::kLlama31) {
-    DrainLlama31(events);
-  } else {
-    Drain(events);
+  switch (format_) {
+    case ToolFormat::kLlama31:
+      return DrainLlama31(events);
+    case ToolFormat::kQwen:
+      return DrainQwen(events);
+    case ToolFormat::kGeneric:
+      return Drain(events);
   }
 }
 
 void ToolOutputParser::Finish(std::vector<ToolEvent>* events) {
   if (format_ == ToolFormat::kLlama31) return FinishLlama31(events);
+  if (format_ == ToolFormat::kQwen) return FinishQwen(events);
   Drain(events);
   if (state_ == State::kStart) ToRaw(events);  // a prefix of the format and nothing more
 }
@@ -108,6 +113,92 @@ void ToolOutputParser::FinishLlama31(std::vector<ToolEvent>* events) {
   complete_.push_back(std::move(c));
   buf_.clear();
   state_ = State::kDone;
+}
+
+namespace {
+
+constexpr std::string_view kQwenOpenTag = "<tool_call>";
+constexpr std::string_view kQwenCloseTag = "</tool_call>";
+
+// The length of the longest suffix of `text` that `tag` starts with (held back: the tag may be
+// arriving).
+size_t PartialTagAtEnd(std::string_view text, std::string_view tag) {
+  for (size_t n = std::min(text.size(), tag.size() - 1); n > 0; --n) {
+    if (text.substr(text.size() - n) == tag.substr(0, n)) return n;
+  }
+  return 0;
+}
+
+}  // namespace
+
+// Text is passed on as it comes, less what may open a block: a partial "<tool_call>" and the one
+// newline the template puts before each block.
+void ToolOutputParser::DrainQwen(std::vector<ToolEvent>* events) {
+  for (;;) {
+    if (state_ == State::kQwenCall) {
+      const size_t end = buf_.find(kQwenCloseTag);
+      if (end == std::string::npos) return;
+      const std::string block = buf_.substr(0, end);
+      buf_.erase(0, end + kQwenCloseTag.size());
+      state_ = State::kStart;
+      if (!ReadQwenCall(block, events)) {
+        std::string text = std::string(kQwenOpenTag) + block + std::string(kQwenCloseTag);
+        events->push_back({.kind = ToolEvent::Kind::kText, .text = std::move(text)});
+      }
+      continue;
+    }
+    const size_t open = buf_.find(kQwenOpenTag);
+    size_t text_end = open;
+    if (open == std::string::npos) {
+      text_end = buf_.size() - PartialTagAtEnd(buf_, kQwenOpenTag);
+      if (text_end > 0 && buf_[text_end - 1] == '\n') {
+        --text_end;  // perhaps the newline before a block
+      }
+    } else if (open > 0 && buf_[open - 1] == '\n') {
+      --text_end;
+    }
+    if (text_end > 0) {
+      events->push_back({.kind = ToolEvent::Kind::kText, .text = buf_.substr(0, text_end)});
+    }
+    if (open == std::string::npos) {
+      buf_.erase(0, text_end);
+      return;
+    }
+    buf_.erase(0, open + kQwenOpenTag.size());
+    state_ = State::kQwenCall;
+  }
+}
+
+void ToolOutputParser::FinishQwen(std::vector<ToolEvent>* events) {
+  std::string rest = std::move(buf_);
+  buf_.clear();
+  if (state_ == State::kQwenCall) rest = std::string(kQwenOpenTag) + rest;  // never closed
+  // What follows the last call is whitespace the model wrote before ending its turn.
+  const bool blank = rest.find_first_not_of(" \t\r\n") == std::string::npos;
+  if (!rest.empty() && !(blank && !complete_.empty())) {
+    events->push_back({.kind = ToolEvent::Kind::kText, .text = std::move(rest)});
+  }
+  state_ = State::kDone;
+}
+
+// A block's JSON, {"name": …, "arguments": {…}} (arguments as a JSON string also taken); false
+// when it is not a call.
+bool ToolOutputParser::ReadQwenCall(std::string_view block, std::vector<ToolEvent>* events) {
+  using OJson = nlohmann::ordered_json;
+  const OJson call = OJson::parse(block, nullptr, /*allow_exceptions=*/false);
+  if (!call.is_object()) return false;
+  const auto name = call.find("name");
+  const auto args_it = call.find("arguments");
+  if (name == call.end() || !name->is_string() || args_it == call.end()) return false;
+  OJson args = *args_it;
+  if (args.is_string()) args = OJson::parse(args.get<std::string>(), nullptr, false);
+  if (!args.is_object()) return false;
+  const int index = static_cast<int>(complete_.size());
+  ToolCall c{NewResponseId(id_prefix_), name->get<std::string>(), PythonJsonDumps(args)};
+  events->push_back({.kind = ToolEvent::Kind::kCallStart, .index = index, .call = c});
+  events->push_back({.kind = ToolEvent::Kind::kCallArguments, .index = index, .text = c.arguments});
+  complete_.push_back(std::move(c));
+  return true;
 }
 
 ToolOutputParser::Match ToolOutputParser::Expect(std::string_view literal) {
@@ -260,6 +351,7 @@ void ToolOutputParser::Drain(std::vector<ToolEvent>* events) {
         buf_.clear();  // the closing braces
         return;
       case State::kLlamaCall:  // only in kLlama31 (DrainLlama31)
+      case State::kQwenCall:   // only in kQwen (DrainQwen)
         return;
       case State::kRaw:
         if (!buf_.empty()) ToRaw(events);

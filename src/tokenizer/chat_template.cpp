@@ -75,6 +75,30 @@ std::string DetectChatMlSystemPrompt(std::string_view source) {
   return {};
 }
 
+// Source text of Qwen 2.5 and 3's templates that fixes how they render tools: the block in the
+// system turn, a call, a result. A ChatML template that lacks one renders tools in kvmem's generic
+// format instead.
+constexpr std::string_view kQwenToolsFingerprint[] = {
+    R"(# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are )"
+    R"(provided with function signatures within <tools></tools> XML tags:\n<tools>)",
+    R"(\n</tools>\n\nFor each function call, return a json object with function name and )"
+    R"(arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": )"
+    R"(<function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n)",
+    R"({{- tool | tojson }})",
+    R"(<tool_call>\n{"name": "')",
+    R"('", "arguments": ')",
+    R"('}\n</tool_call>')",
+    R"({{- '\n<tool_response>\n' }})",
+    R"({{- '\n</tool_response>' }})",
+};
+
+bool HasQwenTools(std::string_view source) {
+  for (std::string_view fragment : kQwenToolsFingerprint) {
+    if (!Contains(source, fragment)) return false;
+  }
+  return true;
+}
+
 // Source text of Meta's Llama 3.1/3.2/3.3 templates that fixes how they render plain chat: the
 // system turn (its header, knowledge date, date line, trimmed system message or none) and the
 // turns after it. A template that names a knowledge date but lacks one of these (a fine-tune's
@@ -254,6 +278,7 @@ Result<ChatTemplate> DetectChatTemplate(std::string_view source, std::string_vie
   if (Contains(source, "<|im_start|>")) {
     t.kind = ChatTemplateKind::kChatMl;
     t.default_system_prompt = DetectChatMlSystemPrompt(source);
+    t.qwen_tools = HasQwenTools(source);
     return t;
   }
   if (Contains(source, "<|start_header_id|>")) {

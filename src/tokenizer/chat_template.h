@@ -5,6 +5,7 @@
 //
 //   kChatMl  <|im_start|>role\ncontent<|im_end|>\n ...          generation: <|im_start|>assistant\n
 //            SmolLM2 and Qwen2 insert a default system turn when the first message is not one.
+//            Qwen 2.5 and 3's templates also render tools (tokenizer/qwen_tools.h).
 //   kLlama3  <|start_header_id|>role<|end_header_id|>\n\ntrim(content)<|eot_id|> ...
 //            generation: <|start_header_id|>assistant<|end_header_id|>\n\n
 //   kLlama31 Llama 3.1, 3.2 and 3.3: a system turn always comes first,
@@ -47,6 +48,8 @@ struct ChatTemplate {
   ChatTemplateKind kind = ChatTemplateKind::kChatMl;
   // kChatMl: the system turn inserted when the first message is not "system"; "" for none.
   std::string default_system_prompt;
+  // kChatMl: the template renders tools in Qwen 2.5/3's format (tokenizer/qwen_tools.h).
+  bool qwen_tools = false;
   // kGemma: appended to a leading system message, which then opens the first user turn.
   std::string gemma_system_separator = "\n\n";
   // kGemma: false for Gemma-2's template, which rejects a system message.

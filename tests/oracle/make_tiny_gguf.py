@@ -4,7 +4,7 @@
     make_tiny_gguf.py --arch {llama,qwen2,qwen3,gemma3} --out PATH.gguf
                       [--wtype mixed|mixed-k|F32|F16|BF16|Q8_0|Q4_0|Q4_1|Q5_0|Q5_1|Q4_K|Q5_K|Q6_K]
                       [--dim 64|256] [--seed N] [--tied|--untied]
-                      [--window W] [--swa-base B] [--softcap C]
+                      [--window W] [--swa-base B] [--softcap C] [--chat-template FILE]
 
 Shapes (dim 64, the default):
   llama : 3 layers, 4 heads, 2 kv heads, head_dim 16, ffn 128, rope 1e4,
@@ -192,7 +192,8 @@ def write(arch: str, out: str, wtype: str = "mixed", dim: int | None = None,
           seed: int | None = None, tied: bool | None = None, window: int | None = None,
           swa_base: float | None = None, softcap: float | None = None,
           rope_freqs: bool = False, rope_scale: float | None = None,
-          yarn: float | None = None, experts: str = "MXFP4") -> str:
+          yarn: float | None = None, experts: str = "MXFP4",
+          chat_template: str | None = None) -> str:
     if arch not in ARCHS:
         raise ValueError(arch)
     if dim is None:
@@ -263,6 +264,8 @@ def write(arch: str, out: str, wtype: str = "mixed", dim: int | None = None,
     w.add_bos_token_id(BOS_ID)
     w.add_eos_token_id(EOS_ID)
     w.add_add_bos_token(False)
+    if chat_template is not None:
+        w.add_chat_template(chat_template)
     w.add_uint32("kvmem.test.seed", int(seed))
     w.add_string("kvmem.test.wtype", wtype)
 
@@ -353,8 +356,14 @@ def main(argv=None) -> int:
     ap.add_argument("--window", type=int, help="gemma3 sliding window")
     ap.add_argument("--swa-base", type=float, help="gemma3 rope.freq_base_swa")
     ap.add_argument("--softcap", type=float, help="gemma3 final_logit_softcapping")
+    ap.add_argument("--chat-template", help="a Jinja file for tokenizer.chat_template")
     a = ap.parse_args(argv)
-    write(a.arch, a.out, a.wtype, a.dim, a.seed, a.tied, a.window, a.swa_base, a.softcap)
+    template = None
+    if a.chat_template:
+        with open(a.chat_template, encoding="utf-8") as f:
+            template = f.read()
+    write(a.arch, a.out, a.wtype, a.dim, a.seed, a.tied, a.window, a.swa_base, a.softcap,
+          chat_template=template)
     print(a.out)
     return 0
 

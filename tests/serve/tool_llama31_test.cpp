@@ -55,11 +55,11 @@ TEST(Llama31Tools, PromptMatchesTheOfficialTemplates) {
   for (const Json& c : v["cases"]) {
     GenerationRequest g;
     ASSERT_TRUE(ApplyTools(ToolFormat::kLlama31, request, TurnsOf(c["messages"]), &g).ok());
-    ASSERT_TRUE(g.llama31_tools.has_value());
+    ASSERT_TRUE(g.template_tools.has_value());
     EXPECT_EQ(g.grammar, nullptr);  // tool_choice auto: the model may answer in text
     auto text = tokenizer::RenderLlama31WithTools(
         tokenizer::ChatTemplateFor(tokenizer::ChatTemplateKind::kLlama31), g.messages,
-        *g.llama31_tools, true);
+        *g.template_tools, true);
     ASSERT_TRUE(text.ok()) << text.status().ToString();
     EXPECT_EQ(*text, c["rendered"].get<std::string>()) << c["template"] << " " << c["messages"];
   }
@@ -136,8 +136,8 @@ TEST(Llama31Tools, OpenAiRequestsTakeTheModelsFormat) {
   auto r = ParseChatCompletionRequest(R"({"messages": [{"role": "user", "content": "x"}],
       "tools": [{"type": "function", "function": {"name": "f"}}]})", ctx);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  ASSERT_TRUE(r->generation.llama31_tools.has_value());
-  EXPECT_EQ(r->generation.llama31_tools->size(), 1u);
+  ASSERT_TRUE(r->generation.template_tools.has_value());
+  EXPECT_EQ(r->generation.template_tools->size(), 1u);
   const Json body = Json::parse(r->reply->Complete(R"({"name": "f", "parameters": {"a": [1, 2]}})",
                                                    GenerationResult{}));
   EXPECT_EQ(body["choices"][0]["finish_reason"], "tool_calls");

@@ -18,10 +18,12 @@ namespace {
 using Json = nlohmann::ordered_json;
 
 // The rules every schema may use, defined once in each grammar (only those referenced are
-// emitted).
+// emitted). "ws" is the whitespace around structure, "sep" the one after ':' and ','; both,
+// and the escapes "char" takes, depend on the spelling (SpelledPrimitive).
 const std::map<std::string, std::string>& Primitives() {
   static const std::map<std::string, std::string> kRules = {
       {"ws", "\"\" | \" \" | \"\\n\" [ \\t]{0,40}"},
+      {"sep", "ws"},
       {"char", "[^\"\\\\\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4})"},
       {"string", "\"\\\"\" char* \"\\\"\""},
       {"integer", "\"-\"? (\"0\" | [1-9] [0-9]{0,15})"},
@@ -30,8 +32,8 @@ const std::map<std::string, std::string>& Primitives() {
       {"null", "\"null\""},
       {"value", "object | array | string | number | boolean | null"},
       {"object",
-       "\"{\" ws (string ws \":\" ws value ws (\",\" ws string ws \":\" ws value ws)*)? \"}\""},
-      {"array", "\"[\" ws (value ws (\",\" ws value ws)*)? \"]\""},
+       "\"{\" ws (string ws \":\" sep value ws (\",\" sep string ws \":\" sep value ws)*)? \"}\""},
+      {"array", "\"[\" ws (value ws (\",\" sep value ws)*)? \"]\""},
   };
   return kRules;
 }
@@ -42,10 +44,25 @@ const std::map<std::string, std::vector<std::string>>& PrimitiveDeps() {
       {"string", {"char"}},
       {"number", {"integer"}},
       {"value", {"object", "array", "string", "number", "boolean", "null"}},
-      {"object", {"ws", "string", "value"}},
-      {"array", {"ws", "value"}},
+      {"sep", {"ws"}},
+      {"object", {"ws", "sep", "string", "value"}},
+      {"array", {"ws", "sep", "value"}},
   };
   return kDeps;
+}
+
+// The body of `primitive` in `spelling`. One spelling (kCompact, kPython) has one escape per
+// character too: the short ones where JSON has them, else \u00XX for control characters.
+std::string SpelledPrimitive(const std::string& primitive, JsonSpelling spelling) {
+  if (spelling == JsonSpelling::kFree) return Primitives().at(primitive);
+  if (primitive == "ws") return "\"\"";
+  if (primitive == "sep") return spelling == JsonSpelling::kPython ? "\" \"" : "\"\"";
+  if (primitive == "char") {
+    // \u0008-\u000a, \u000c and \u000d have short escapes.
+    return "[^\"\\\\\\x00-\\x1F] | \"\\\\\" [\"\\\\bfnrt] | "
+           "\"\\\\u00\" (\"0\" [0-7bef] | \"1\" [0-9a-f])";
+  }
+  return Primitives().at(primitive);
 }
 
 // Keywords that constrain nothing we generate.
@@ -103,7 +120,7 @@ bool MatchesType(const Json& v, const std::string& type) {
 
 class SchemaCompiler {
  public:
-  explicit SchemaCompiler(const Json& root) : root_(root) {}
+  SchemaCompiler(const Json& root, JsonSpelling spelling) : root_(root), spelling_(spelling) {}
 
   Result<std::string> Run() {
     KVMEM_ASSIGN_OR_RETURN(std::string expr, Visit(root_, "", "root", 0));
@@ -115,7 +132,7 @@ class SchemaCompiler {
       std::string p = todo.back();
       todo.pop_back();
       if (!emitted.insert(p).second) continue;
-      out += p + " ::= " + Primitives().at(p) + "\n";
+      out += p + " ::= " + SpelledPrimitive(p, spelling_) + "\n";
       auto it = PrimitiveDeps().find(p);
       if (it != PrimitiveDeps().end()) todo.insert(todo.end(), it->second.begin(), it->second.end());
     }
@@ -265,12 +282,13 @@ class SchemaCompiler {
     KVMEM_ASSIGN_OR_RETURN(int max, ReadCount(s, "maxItems", path, -1));
     if (max >= 0 && max < min) return Error(path, "maxItems below minItems");
     Use("ws");
+    Use("sep");
     if (max == 0) return AddRule(hint, "\"[\" ws \"]\"");
     const int rest_min = std::max(min - 1, 0);
     const std::string rest =
         max < 0 ? (rest_min == 0 ? "*" : "{" + std::to_string(rest_min) + ",}")
                 : "{" + std::to_string(rest_min) + "," + std::to_string(max - 1) + "}";
-    std::string items = item + " ws (\",\" ws " + item + " ws)" + rest;
+    std::string items = item + " ws (\",\" sep " + item + " ws)" + rest;
     return AddRule(hint, "\"[\" ws " + (min == 0 ? "(" + items + ")?" : items) + " \"]\"");
   }
 
@@ -303,8 +321,9 @@ class SchemaCompiler {
       return Use("object");
     }
     Use("ws");
+    Use("sep");
     struct Prop {
-      std::string kv;  // rule: "name" ws ":" ws value ws
+      std::string kv;  // rule: "name" ws ":" sep value ws
       bool required = false;
     };
     std::vector<Prop> list;
@@ -319,7 +338,7 @@ class SchemaCompiler {
       KVMEM_ASSIGN_OR_RETURN(std::string value, Visit(sub, sub_path, hint + "-" + name, depth + 1));
       Prop p;
       p.kv = AddRule(hint + "-" + name + "-kv",
-                     Literal(Dump(Json(name))) + " ws \":\" ws " + value + " ws");
+                     Literal(Dump(Json(name))) + " ws \":\" sep " + value + " ws");
       p.required = required.count(name) > 0;
       list.push_back(std::move(p));
     }
@@ -328,14 +347,15 @@ class SchemaCompiler {
     std::string after_tail = "\"\"", first_tail = "\"\"";
     if (!extra_value.empty()) {
       KVMEM_ASSIGN_OR_RETURN(std::string key, ExtraKey(names, hint, path));
-      const std::string kv = AddRule(hint + "-extra-kv", key + " ws \":\" ws " + extra_value + " ws");
-      after_tail = AddRule(hint + "-extras", "(\",\" ws " + kv + ")*");
+      const std::string kv =
+          AddRule(hint + "-extra-kv", key + " ws \":\" sep " + extra_value + " ws");
+      after_tail = AddRule(hint + "-extras", "(\",\" sep " + kv + ")*");
       first_tail = AddRule(hint + "-extras-first", "(" + kv + " " + after_tail + ")?");
     }
     std::string after = after_tail, first = first_tail;
     for (size_t i = list.size(); i-- > 0;) {
       const Prop& p = list[i];
-      std::string a = "\",\" ws " + p.kv + " " + after;
+      std::string a = "\",\" sep " + p.kv + " " + after;
       std::string f = p.kv + " " + after;
       if (!p.required) {
         a += " | " + after;
@@ -515,6 +535,7 @@ class SchemaCompiler {
   }
 
   const Json& root_;
+  JsonSpelling spelling_;
   std::vector<std::pair<std::string, std::string>> rules_;
   std::set<std::string> names_;
   std::map<std::string, int> suffix_;  // base name -> names handed out
@@ -524,10 +545,10 @@ class SchemaCompiler {
 
 }  // namespace
 
-Result<std::string> JsonSchemaToGbnf(std::string_view schema_json) {
+Result<std::string> JsonSchemaToGbnf(std::string_view schema_json, JsonSpelling spelling) {
   Json schema = Json::parse(schema_json, nullptr, /*allow_exceptions=*/false);
   if (schema.is_discarded()) return InvalidArgument("JSON schema: not valid JSON");
-  return SchemaCompiler(schema).Run();
+  return SchemaCompiler(schema, spelling).Run();
 }
 
 std::string JsonObjectGbnf() {

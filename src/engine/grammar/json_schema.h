@@ -18,8 +18,9 @@
 //   Extra properties (additionalProperties true or a schema) come after the listed ones, under
 //   names that are not listed ones (compared as written: an escaped spelling of a listed name,
 //   "\u0061" for "a", is not caught).
-// - Whitespace is bounded, so a model cannot pad forever: nothing, one space, or a newline and
-//   up to 40 spaces or tabs, between tokens; none before or after the root value.
+// - Whitespace (JsonSpelling::kFree) is bounded, so a model cannot pad forever: nothing, one
+//   space, or a newline and up to 40 spaces or tabs, between tokens; none before or after the
+//   root value.
 // - Numbers: at most 16 integer digits, 16 fraction digits and 3 exponent digits.
 //
 // Thread-safety: pure functions.
@@ -36,8 +37,17 @@ namespace kvmem::engine::grammar {
 
 inline constexpr int kMaxSchemaDepth = 64;  // nested schemas (and $ref chains being compiled)
 
+// How the JSON may be spelled. kFree: as above. One spelling per value, so that a value the model
+// wrote and the server re-serializes (a tool call sent back) comes out byte for byte:
+// kCompact, no whitespace (serve/tool_calls.h's generic format); kPython, Python's json.dumps
+// (", " and ": "), as chat templates' tojson writes tool calls. Either way strings take only the
+// shortest escapes (\n, \", \u001f; any other character as itself). Numbers are not held to one
+// spelling (1.50 and 1.5 both pass).
+enum class JsonSpelling { kFree, kCompact, kPython };
+
 // The GBNF (root rule "root") of the JSON values that `schema_json` (a JSON document) allows.
-Result<std::string> JsonSchemaToGbnf(std::string_view schema_json);
+Result<std::string> JsonSchemaToGbnf(std::string_view schema_json,
+                                     JsonSpelling spelling = JsonSpelling::kFree);
 // The GBNF of any JSON object (response_format json_object).
 std::string JsonObjectGbnf();
 

@@ -259,3 +259,48 @@ TEST(JsonSchema, RefusesUnsatisfiableAndMalformedSchemas) {
 
 }  // namespace
 }  // namespace kvmem::engine::grammar
+
+namespace kvmem::engine::grammar {
+namespace {
+
+// The one-spelling modes: each value has exactly one accepted spelling, Python's json.dumps
+// (ensure_ascii=False) for kPython and its separators=(",", ":") form for kCompact (the spellings
+// below are json.dumps' output, written by hand).
+TEST(JsonSchema, OneSpellingModesAcceptOnlyJsonDumps) {
+  const std::string schema = R"({"type": "object", "properties": {
+      "a": {"type": "integer"}, "b": {"type": "array", "items": {"type": "string"}},
+      "c": {}}, "required": ["a", "b"]})";
+  const auto grammar = [&](JsonSpelling spelling) {
+    auto gbnf = JsonSchemaToGbnf(schema, spelling);
+    EXPECT_TRUE(gbnf.ok());
+    auto g = Grammar::Parse(gbnf.value());
+    EXPECT_TRUE(g.ok()) << g.status().ToString();
+    return std::make_shared<const Grammar>(std::move(g).value());
+  };
+  const auto python = grammar(JsonSpelling::kPython);
+  const auto compact = grammar(JsonSpelling::kCompact);
+  const auto free = grammar(JsonSpelling::kFree);
+
+  const std::string dumps = R"({"a": 1, "b": ["x\ny", "\u001f\"\\", "é/"], "c": {"d": [true, null]}})";
+  const std::string dumps_compact = R"({"a":1,"b":["x\ny","\u001f\"\\","é/"],"c":{"d":[true,null]}})";
+  EXPECT_TRUE(Accepts(python, dumps));
+  EXPECT_TRUE(Accepts(compact, dumps_compact));
+  EXPECT_TRUE(Accepts(free, dumps));
+  EXPECT_TRUE(Accepts(free, dumps_compact));
+  EXPECT_FALSE(Accepts(python, dumps_compact));
+  EXPECT_FALSE(Accepts(compact, dumps));
+
+  // Other spellings of the same value: whitespace, escapes json.dumps does not write.
+  for (const std::string& other :
+       {std::string(R"({"a": 1, "b": [],  "c": 0})"), std::string(R"({ "a": 1, "b": []})"),
+        std::string("{\"a\": 1,\n\"b\": []}"), std::string(R"({"a": 1, "b": ["\u00e9"]})"),
+        std::string(R"({"a": 1, "b": ["\/"]})"), std::string(R"({"a": 1, "b": ["\u001F"]})"),
+        std::string(R"({"a": 1, "b": ["\u000a"]})")}) {
+    EXPECT_FALSE(Accepts(python, other)) << other;
+  }
+  EXPECT_TRUE(Accepts(free, R"({"a": 1, "b": ["\u00e9", "\/"]})"));
+  EXPECT_TRUE(Accepts(free, "{ \"a\" : 1,\n  \"b\": [] }"));
+}
+
+}  // namespace
+}  // namespace kvmem::engine::grammar
