@@ -18,6 +18,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 REPO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 LLAMA_TEMPLATES = ["llama3.1", "llama3.1-early", "llama3.2"]
 QWEN_TEMPLATES = ["qwen2.5", "qwen3"]
+HARMONY_DATE = "2026-01-15"  # strftime_now's, passed to kvmem as ChatTemplate::harmony_date
 
 
 def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False):
@@ -76,6 +77,42 @@ QWEN_CONVERSATIONS = [[dict(m, content=m.get("content", "")) for m in c]
                       for c in QWEN_CONVERSATIONS]
 
 
+# GPT-OSS's template reads every tool's description; kvmem writes the parameters' properties in
+# name order.
+HARMONY_TOOLS = [
+    {"type": "function", "function": {
+        "name": "get_weather", "description": "Current weather in a city",
+        "parameters": {"type": "object", "required": ["city"], "properties": {
+            "city": {"type": "string", "description": "The city"},
+            "days": {"type": "integer", "default": 1},
+            "unit": {"type": "string", "enum": ["c", "f"], "default": "c"}}}}},
+    {"type": "function", "function": {
+        "name": "search", "description": "Search the web",
+        "parameters": {"type": "object", "required": ["query"], "properties": {
+            "filters": {"type": "object", "required": ["site"], "properties": {
+                "site": {"type": "string"}, "year": {"type": "integer"}}},
+            "flags": {"type": "array", "items": {"type": "boolean"}},
+            "query": {"type": "string"},
+            "ranges": {"type": "array", "items": {"type": "object", "properties": {
+                "from": {"type": "number"}}}},
+            "tags": {"type": ["string", "null"]}}}}},
+    {"type": "function", "function": {
+        "name": "get_time", "description": "Local time", "parameters": {
+            "type": "object", "properties": {}}}},
+]
+
+HARMONY_CONVERSATIONS = [
+    [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Weather?"}],
+    [{"role": "user", "content": "Weather in Paris?"},
+     call("get_weather", {"city": "Paris", "unit": "c"}), {"role": "tool", "content": "18 C"}],
+    [{"role": "user", "content": "Time?"}, call("get_time", {}, content="I should look."),
+     {"role": "tool", "content": "{\"time\": \"12:00 \u00e9\"}"}],
+    [{"role": "user", "content": "Time?"}, call("get_time", {}, content="I should look."),
+     {"role": "tool", "content": "noon"}, {"role": "assistant", "content": "It is noon."},
+     {"role": "user", "content": "Thanks"}],
+]
+
+
 def render_all(env, names, tools, conversations):
     cases = []
     for name in names:
@@ -108,6 +145,9 @@ def main():
           render_all(env, LLAMA_TEMPLATES, TOOLS, CONVERSATIONS))
     write("qwen_tool_vectors.json", QWEN_TOOLS,
           render_all(env, QWEN_TEMPLATES, QWEN_TOOLS, QWEN_CONVERSATIONS))
+    env.globals["strftime_now"] = lambda fmt: HARMONY_DATE
+    write("harmony_tool_vectors.json", HARMONY_TOOLS,
+          render_all(env, ["gpt-oss"], HARMONY_TOOLS, HARMONY_CONVERSATIONS))
 
 
 if __name__ == "__main__":

@@ -96,6 +96,9 @@ struct GenerationRequest {
   // as the template writes them (`messages` then hold the calls and results as it writes them);
   // unset: rendered as plain chat.
   std::optional<std::vector<std::string>> template_tools;
+  // The reply as the model wrote it, special tokens included (harmony's tool calls: the reply's
+  // reader needs the messages' headers); false: what the user sees.
+  bool raw_reply = false;
 };
 
 enum class FinishReason {
@@ -167,8 +170,8 @@ struct AgentInfo {
 
 // How the model is shown tools and writes calls (serve/tool_calls.h): kvmem's generic JSON
 // format, or the one the model's chat template has: Llama 3.1's (tokenizer/llama31_tools.h),
-// Qwen 2.5/3's (tokenizer/qwen_tools.h).
-enum class ToolFormat { kGeneric, kLlama31, kQwen };
+// Qwen 2.5/3's (tokenizer/qwen_tools.h), GPT-OSS's harmony (tokenizer/harmony.h).
+enum class ToolFormat { kGeneric, kLlama31, kQwen, kHarmony };
 
 struct ModelInfo {
   std::string name;  // what responses report as `model`

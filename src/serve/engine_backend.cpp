@@ -4,8 +4,6 @@
 #include <cmath>
 
 #include "engine/grammar/grammar_constraint.h"
-#include "tokenizer/llama31_tools.h"
-#include "tokenizer/qwen_tools.h"
 
 namespace kvmem::serve {
 namespace {
@@ -89,6 +87,7 @@ EngineBackend::EngineBackend(memory::AgentRuntime* runtime, const tokenizer::Tok
     template_ = *t;
     if (t->kind == tokenizer::ChatTemplateKind::kLlama31) model_.tool_format = ToolFormat::kLlama31;
     if (t->qwen_tools) model_.tool_format = ToolFormat::kQwen;
+    if (t->kind == tokenizer::ChatTemplateKind::kHarmony) model_.tool_format = ToolFormat::kHarmony;
   } else {
     template_status_ = t.status();
   }
@@ -105,13 +104,9 @@ Result<std::string> EngineBackend::RenderPrompt(const GenerationRequest& request
     return Unsupported("this model has no usable chat template (" + template_status_.ToString() +
                        "); use /v1/completions");
   }
-  if (request.template_tools && template_->qwen_tools) {  // serve/qwen_tools.h
-    return tokenizer::RenderQwenWithTools(*template_, request.messages, *request.template_tools,
+  if (request.template_tools) {  // tools in the template's own format (serve/tool_calls.h)
+    return tokenizer::RenderChatWithTools(*template_, request.messages, *request.template_tools,
                                           /*add_generation_prompt=*/true);
-  }
-  if (request.template_tools) {  // tools in Llama 3.1's own format (serve/llama31_tools.h)
-    return tokenizer::RenderLlama31WithTools(*template_, request.messages, *request.template_tools,
-                                             /*add_generation_prompt=*/true);
   }
   if (request.continue_final_message && !request.messages.empty() &&
       request.messages.back().role == "assistant") {
@@ -136,6 +131,7 @@ Result<GenerationResult> EngineBackend::Generate(const GenerationRequest& reques
   params.n = request.n;
   params.logprobs = request.logprobs;
   params.prompt_logprobs = request.prompt_logprobs;
+  params.raw_reply = request.raw_reply;
   std::optional<engine::grammar::GrammarConstraint> constraint;  // response_format, tools
   if (request.grammar != nullptr) {
     params.constraint = &constraint.emplace(request.grammar, &token_table());

@@ -4,8 +4,9 @@
 // those instead of its generic format.
 // - Several calls per turn (parallel_tool_calls), each its own block.
 // - tool_choice required / a named function: the turn is held to one or more blocks of the tools'
-//   schemas, in json.dumps' spelling (JsonSpelling::kPython), by a grammar (QwenCallGrammar); auto and none: no grammar, and blocks in the reply are
-//   read as calls (the template has no way to tell the model not to call).
+//   schemas, in json.dumps' spelling (JsonSpelling::kPython), by a grammar (QwenCallGrammar); auto
+//   and none: no grammar, and blocks in the reply are read as calls (the template has no way to
+//   tell the model not to call).
 // - Calls are written back as the template's tojson writes them (Python's json.dumps), tool
 //   definitions in OpenAI's key order with their schemas' keys in name order, so a call the model
 //   wrote in that spelling renders byte for byte and the agent's next turn matches its cache.

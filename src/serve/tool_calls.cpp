@@ -8,6 +8,7 @@
 
 #include "core/log.h"
 #include "engine/grammar/json_schema.h"
+#include "serve/harmony_tools.h"
 #include "serve/llama31_tools.h"
 #include "serve/qwen_tools.h"
 
@@ -168,6 +169,7 @@ Status ApplyTools(ToolFormat format, const ToolRequest& request, const std::vect
     return ApplyLlama31Tools(request, turns, out);
   }
   if (format == ToolFormat::kQwen) return ApplyQwenTools(request, turns, out);
+  if (format == ToolFormat::kHarmony) return ApplyHarmonyTools(request, turns, out);
   out->messages = RenderToolConversation(request, turns);
   if (request.tools.empty()) return Status::Ok();
   KVMEM_ASSIGN_OR_RETURN(out->grammar, ToolOutputGrammar(request));

@@ -1,8 +1,7 @@
-// Tool calls in kvmem's generic format, for every chat template but Llama 3.1's and Qwen 2.5/3's,
-// which have their own (serve/llama31_tools.h, serve/qwen_tools.h; ApplyTools picks by
-// ToolFormat). SmolLM2's ChatML, Gemma's and Llama 3's templates declare no tools; GPT-OSS's
-// harmony has a tool format kvmem does not render yet. After llama.cpp's common/chat "generic"
-// handler:
+// Tool calls in kvmem's generic format, for every chat template but Llama 3.1's, Qwen 2.5/3's and
+// GPT-OSS's harmony, which have their own (serve/llama31_tools.h, serve/qwen_tools.h,
+// serve/harmony_tools.h; ApplyTools picks by ToolFormat). SmolLM2's ChatML, Gemma's and Llama 3's
+// templates declare no tools. After llama.cpp's common/chat "generic" handler:
 //
 // - The tools are described in the system message: one JSON line per tool, then how to answer.
 //   The text does not depend on tool_choice, so a conversation whose tool_choice changes between
@@ -35,6 +34,8 @@
 #include "serve/json_body.h"
 
 namespace kvmem::serve {
+
+class HarmonyToolReader;  // serve/harmony_tools.h
 
 struct ToolDef {
   std::string name{};  // [A-Za-z0-9_-]{1,64}
@@ -115,9 +116,10 @@ class ToolOutputParser {
   // Call ids are `id_prefix` ("call_", "toolu_") and 24 random characters. kLlama31: output
   // that opens with "{" is held to its end and read as {"name", "parameters"} (a call comes
   // whole, at the end); anything else is text. kQwen: text until a <tool_call> block, each block
-  // read as {"name", "arguments"} when it closes (one that is not a call stays text).
-  explicit ToolOutputParser(std::string id_prefix, ToolFormat format = ToolFormat::kGeneric)
-      : id_prefix_(std::move(id_prefix)), format_(format) {}
+  // read as {"name", "arguments"} when it closes (one that is not a call stays text). kHarmony:
+  // the reply with its special tokens (HarmonyToolReader).
+  explicit ToolOutputParser(std::string id_prefix, ToolFormat format = ToolFormat::kGeneric);
+  ~ToolOutputParser();
 
   void Push(std::string_view text, std::vector<ToolEvent>* events);
   // At the end of the output: whatever is held back, and the calls that were complete.
@@ -153,6 +155,7 @@ class ToolOutputParser {
   bool escaped_ = false;
   std::vector<ToolCall> calls_;     // started
   std::vector<ToolCall> complete_;  // closed
+  std::unique_ptr<HarmonyToolReader> harmony_;  // kHarmony
 };
 
 }  // namespace kvmem::serve

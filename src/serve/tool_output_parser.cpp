@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "serve/harmony_tools.h"
 #include "serve/llama31_tools.h"
 #include "serve/reply_format.h"
 #include "serve/tool_calls.h"
@@ -68,7 +69,15 @@ size_t DecodeEscape(std::string_view s, std::string* out) {
 
 }  // namespace
 
+ToolOutputParser::ToolOutputParser(std::string id_prefix, ToolFormat format)
+    : id_prefix_(std::move(id_prefix)), format_(format) {
+  if (format_ == ToolFormat::kHarmony) harmony_ = std::make_unique<HarmonyToolReader>(id_prefix_);
+}
+
+ToolOutputParser::~ToolOutputParser() = default;
+
 void ToolOutputParser::Push(std::string_view text, std::vector<ToolEvent>* events) {
+  if (harmony_ != nullptr) return harmony_->Push(text, events, &complete_);
   buf_.append(text);
   switch (format_) {
     case ToolFormat::kLlama31:
@@ -76,11 +85,13 @@ void ToolOutputParser::Push(std::string_view text, std::vector<ToolEvent>* event
     case ToolFormat::kQwen:
       return DrainQwen(events);
     case ToolFormat::kGeneric:
+    case ToolFormat::kHarmony:
       return Drain(events);
   }
 }
 
 void ToolOutputParser::Finish(std::vector<ToolEvent>* events) {
+  if (harmony_ != nullptr) return harmony_->Finish(events, &complete_);
   if (format_ == ToolFormat::kLlama31) return FinishLlama31(events);
   if (format_ == ToolFormat::kQwen) return FinishQwen(events);
   Drain(events);

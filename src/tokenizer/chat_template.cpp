@@ -3,6 +3,8 @@
 #include <ctime>
 
 #include "tokenizer/harmony.h"
+#include "tokenizer/llama31_tools.h"
+#include "tokenizer/qwen_tools.h"
 #include "tokenizer/unicode.h"
 
 namespace kvmem::tokenizer {
@@ -323,10 +325,33 @@ Result<std::string> RenderChat(const ChatTemplate& tmpl, std::span<const ChatMes
     case ChatTemplateKind::kHarmony:
       KVMEM_RETURN_IF_ERROR(
           RenderHarmony(messages, add_generation_prompt,
-                        tmpl.harmony_date.empty() ? TodayUtc() : tmpl.harmony_date, &out));
+                        tmpl.harmony_date.empty() ? TodayUtc() : tmpl.harmony_date, "", &out));
       break;
   }
   return out;
+}
+
+Result<std::string> RenderChatWithTools(const ChatTemplate& tmpl,
+                                        std::span<const ChatMessage> messages,
+                                        std::span<const std::string> tools,
+                                        bool add_generation_prompt) {
+  if (tmpl.kind == ChatTemplateKind::kLlama31) {
+    return RenderLlama31WithTools(tmpl, messages, tools, add_generation_prompt);
+  }
+  if (tmpl.kind == ChatTemplateKind::kChatMl && tmpl.qwen_tools) {
+    return RenderQwenWithTools(tmpl, messages, tools, add_generation_prompt);
+  }
+  if (tmpl.kind == ChatTemplateKind::kHarmony) {
+    if (tools.size() > 1) return InvalidArgument("harmony takes its tools as one namespace");
+    std::string out;
+    KVMEM_RETURN_IF_ERROR(RenderHarmony(
+        messages, add_generation_prompt,
+        tmpl.harmony_date.empty() ? TodayUtc() : tmpl.harmony_date,
+        tools.empty() ? std::string_view() : std::string_view(tools[0]), &out));
+    return out;
+  }
+  return InvalidArgument(std::string("the ") + ChatTemplateKindName(tmpl.kind) +
+                         " chat template has no tool format of its own");
 }
 
 Result<std::string> RenderChat(ChatTemplateKind kind, std::span<const ChatMessage> messages,

@@ -19,6 +19,8 @@
 //            An empty conversation, on which the official template fails, gives the system turn.
 //   kHarmony GPT-OSS: harmony.h (a system turn with the date and reasoning effort, a leading system
 //            message as the developer's instructions, earlier replies on the final channel).
+// RenderChat renders no tools; RenderChatWithTools renders them in the formats of Llama 3.1,
+// Qwen 2.5/3 and harmony (the other templates have none: serve writes its generic one).
 //   kGemma   <start_of_turn>user\n[system + "\n\n"]trim(content)<end_of_turn>\n ...; roles must
 //            alternate user/assistant; "assistant" is written "model".
 //            generation: <start_of_turn>model\n
@@ -42,6 +44,10 @@ inline constexpr std::string_view kLlama31DefaultDate = "26 Jul 2024";
 struct ChatMessage {
   std::string role;  // "system", "user", "assistant" (others are passed through)
   std::string content;
+  // Harmony's tools (tokenizer/harmony.h): the function an assistant message calls, with its
+  // arguments as the template's tojson writes them; empty for a message that calls nothing.
+  std::string tool{};
+  std::string tool_arguments{};
 };
 
 struct ChatTemplate {
@@ -86,6 +92,15 @@ Result<std::string> RenderChat(const ChatTemplate& tmpl, std::span<const ChatMes
                                bool add_generation_prompt);
 Result<std::string> RenderChat(ChatTemplateKind kind, std::span<const ChatMessage> messages,
                                bool add_generation_prompt);
+
+// The prompt with tools in the template's own format: Llama 3.1's (llama31_tools.h), Qwen's
+// (qwen_tools.h) or harmony's (harmony.h); `tools` as that format's renderer takes them.
+// InvalidArgument for a template without a tool format of its own, and where the format's
+// renderer refuses the conversation.
+Result<std::string> RenderChatWithTools(const ChatTemplate& tmpl,
+                                        std::span<const ChatMessage> messages,
+                                        std::span<const std::string> tools,
+                                        bool add_generation_prompt);
 
 // Whether a token's text opens a message in one of the families' templates: "<|im_start|>",
 // "<|start_header_id|>", "<start_of_turn>". Where an agent's memory marks its turns.

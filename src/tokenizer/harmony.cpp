@@ -1,5 +1,7 @@
 #include "tokenizer/harmony.h"
 
+#include <algorithm>
+
 namespace kvmem::tokenizer {
 namespace {
 
@@ -7,24 +9,55 @@ bool Contains(std::string_view s, std::string_view part) {
   return s.find(part) != std::string_view::npos;
 }
 
+// The word of `header` after `marker` (up to a space or a special token).
+std::string WordAfter(std::string_view header, std::string_view marker) {
+  const size_t at = header.find(marker);
+  if (at == std::string_view::npos) return {};
+  std::string_view rest = header.substr(at + marker.size());
+  rest = rest.substr(0, std::min(rest.find(' '), rest.find("<|")));
+  return std::string(rest);
+}
+
+// Whether an assistant message after `i` replies without calling (the template then drops the
+// analysis of the call at `i`).
+bool FinalReplyFollows(std::span<const ChatMessage> messages, size_t i) {
+  for (size_t j = i + 1; j < messages.size(); ++j) {
+    if (messages[j].role == "assistant" && messages[j].tool.empty()) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
+HarmonyHeader ParseHarmonyHeader(std::string_view header) {
+  return {WordAfter(header, "<|channel|>"), WordAfter(header, "to=")};
+}
+
 Status RenderHarmony(std::span<const ChatMessage> messages, bool add_generation_prompt,
-                     std::string_view date, std::string* out) {
+                     std::string_view date, std::string_view tools, std::string* out) {
   *out += "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\n";
   *out += "Knowledge cutoff: 2024-06\nCurrent date: ";
   *out += date;
   *out += "\n\nReasoning: medium\n\n";
   *out +=
       "# Valid channels: analysis, commentary, final. Channel must be included for every "
-      "message.<|end|>";
+      "message.";
+  if (!tools.empty()) {
+    *out += "\nCalls to these tools must go to the commentary channel: 'functions'.";
+  }
+  *out += "<|end|>";
+  std::string_view instructions;
   if (!messages.empty() && (messages[0].role == "system" || messages[0].role == "developer")) {
-    if (!messages[0].content.empty()) {
-      *out +=
-          "<|start|>developer<|message|># Instructions\n\n" + messages[0].content + "\n\n<|end|>";
-    }
+    instructions = messages[0].content;
     messages = messages.subspan(1);
   }
+  if (!instructions.empty() || !tools.empty()) {
+    *out += "<|start|>developer<|message|>";
+    if (!instructions.empty()) *out += "# Instructions\n\n" + std::string(instructions) + "\n\n";
+    if (!tools.empty()) *out += "# Tools\n\n" + std::string(tools);
+    *out += "<|end|>";
+  }
+  std::string last_call;  // the function the latest call went to; results come from it
   for (size_t i = 0; i < messages.size(); ++i) {
     const ChatMessage& m = messages[i];
     if (m.role == "assistant") {
@@ -33,13 +66,28 @@ Status RenderHarmony(std::span<const ChatMessage> messages, bool add_generation_
         return InvalidArgument(
             "harmony chat template: an assistant message's content holds <|channel|> tags");
       }
+      if (!m.tool.empty()) {
+        if (!m.content.empty() && !FinalReplyFollows(messages, i)) {
+          *out += "<|start|>assistant<|channel|>analysis<|message|>" + m.content + "<|end|>";
+        }
+        *out += "<|start|>assistant to=functions." + m.tool +
+                "<|channel|>commentary json<|message|>" + m.tool_arguments + "<|call|>";
+        last_call = m.tool;
+        continue;
+      }
       const bool last = i + 1 == messages.size() && !add_generation_prompt;
       *out += "<|start|>assistant<|channel|>final<|message|>" + m.content +
               (last ? "<|return|>" : "<|end|>");
+      if (!last) last_call.clear();
     } else if (m.role == "user") {
       *out += "<|start|>user<|message|>" + m.content + "<|end|>";
     } else if (m.role == "tool") {
-      return Unsupported("harmony chat template: tool messages (kvmem renders no tools)");
+      if (last_call.empty()) {
+        return InvalidArgument(
+            "harmony chat template: a tool result with no assistant tool call before it");
+      }
+      *out += "<|start|>functions." + last_call + " to=assistant<|channel|>commentary<|message|>" +
+              m.content + "<|end|>";
     }
     // The official template renders nothing for other roles (a later system message).
   }

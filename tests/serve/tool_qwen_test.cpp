@@ -2,8 +2,6 @@
 // against the official templates rendered by jinja2 (scripts/make_tool_template_vectors.py), the
 // template's detection, the call grammar, the reader of the model's output, and the byte-for-byte
 // round trip of a call the model wrote.
-#include "serve/qwen_tools.h"
-
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -13,6 +11,7 @@
 
 #include "engine/grammar/matcher.h"
 #include "serve/openai_api.h"
+#include "serve/qwen_tools.h"
 #include "serve_test_util.h"
 #include "tokenizer/qwen_tools.h"
 
@@ -30,7 +29,8 @@ std::string ReadFile(const std::string& path) {
 }
 
 OJson LoadVectors() {
-  return OJson::parse(ReadFile(std::string(KVMEM_TESTDATA_DIR) + "/tokenizer/qwen_tool_vectors.json"));
+  return OJson::parse(
+      ReadFile(std::string(KVMEM_TESTDATA_DIR) + "/tokenizer/qwen_tool_vectors.json"));
 }
 
 tokenizer::ChatTemplate TemplateOf(const std::string& name) {
@@ -145,17 +145,17 @@ TEST(QwenTools, ACallTheModelWroteRendersByteForByte) {
   ToolOutputParser p("call_", ToolFormat::kQwen);
   Read("Let me see.\n" + call, &p, 4);
   ASSERT_EQ(p.complete_calls().size(), 1u);
-  std::vector<ToolTurn> turns = {{.role = "user", .text = "Weather?"},
-                                 {.role = "assistant", .text = "Let me see.",
-                                  .calls = p.complete_calls()},
-                                 {.role = "tool", .text = "18 C", .tool_call_id = "x"}};
+  std::vector<ToolTurn> turns = {
+      {.role = "user", .text = "Weather?"},
+      {.role = "assistant", .text = "Let me see.", .calls = p.complete_calls()},
+      {.role = "tool", .text = "18 C", .tool_call_id = "x"}};
   GenerationRequest g;
   ASSERT_TRUE(ApplyTools(ToolFormat::kQwen, RequestOf(LoadVectors()["tools"]), turns, &g).ok());
   // json.dumps with ensure_ascii=False writes the escape as the character itself.
   EXPECT_EQ(g.messages[1].content, "Let me see.\n" + call.substr(0, call.find("\\u00ed")) +
                                        "\u00ed" + call.substr(call.find("\\u00ed") + 6));
-  auto text = tokenizer::RenderQwenWithTools(TemplateOf("qwen3"), g.messages, *g.template_tools,
-                                             true);
+  auto text =
+      tokenizer::RenderQwenWithTools(TemplateOf("qwen3"), g.messages, *g.template_tools, true);
   ASSERT_TRUE(text.ok());
   EXPECT_NE(text->find("<|im_start|>user\n<tool_response>\n18 C\n</tool_response><|im_end|>"),
             std::string::npos);
@@ -172,7 +172,8 @@ TEST(QwenTools, RequiredCallsAreHeldToTheSchemas) {
     return m.AcceptBytes(text) && m.IsComplete();
   };
   const std::string weather =
-      "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
+      "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+      "\"Paris\"}}\n</tool_call>";
   const std::string time = "<tool_call>\n{\"name\": \"get_time\", \"arguments\": {}}\n</tool_call>";
   EXPECT_TRUE(accepts(weather));
   EXPECT_TRUE(accepts(weather + "\n" + time));
@@ -193,7 +194,8 @@ TEST(QwenTools, OpenAiRequestsTakeTheModelsFormat) {
   RequestContext ctx = testing::Ctx();
   ctx.model.tool_format = ToolFormat::kQwen;
   auto r = ParseChatCompletionRequest(R"({"messages": [{"role": "user", "content": "x"}],
-      "tools": [{"type": "function", "function": {"name": "f"}}]})", ctx);
+      "tools": [{"type": "function", "function": {"name": "f"}}]})",
+                                      ctx);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   ASSERT_TRUE(r->generation.template_tools.has_value());
   EXPECT_EQ(r->generation.template_tools->size(), 1u);

@@ -116,6 +116,49 @@ class NativeFormat:
                 self.check_call(call.function.name, call.function.arguments)
 
 
+class HarmonyFormat(unittest.TestCase):
+    """GPT-OSS's harmony: the tiny vocabulary has none of harmony's special tokens, so a random
+    model cannot write a call; what is checked is that the server renders the tools and a call's
+    return in the template's format (tests/serve/tool_harmony_test.cpp checks the text and the
+    reader of replies)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.TemporaryDirectory()
+        model = os.path.join(cls.dir.name, "gpt-oss.gguf")
+        with open(os.path.join(TEMPLATES, "gpt-oss.jinja"), encoding="utf-8") as f:
+            write_tiny_gguf("gpt-oss", model, wtype="F32", dim=256, chat_template=f.read())
+        cls.server = server_util.Server(os.path.join(cls.dir.name, "store"), model=model, ctx=4096)
+        cls.client = openai.OpenAI(base_url=cls.server.url + "/v1", api_key="unused",
+                                   max_retries=0)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+        cls.dir.cleanup()
+
+    def test_tools_and_results_are_rendered(self):
+        msgs = [{"role": "user", "content": "Weather?"}]
+        plain = self.client.chat.completions.create(model="kvmem", messages=msgs, max_tokens=2)
+        with_tools = self.client.chat.completions.create(model="kvmem", messages=msgs,
+                                                         tools=TOOLS, max_tokens=2)
+        # The namespace and the system turn's line about the commentary channel, a token a byte.
+        self.assertGreater(with_tools.usage.prompt_tokens, plain.usage.prompt_tokens + 300)
+        msgs += [{"role": "assistant", "content": None, "tool_calls": [
+                     {"id": "call_1", "type": "function",
+                      "function": {"name": "get_time", "arguments": "{\"hours\": 9}"}}]},
+                 {"role": "tool", "tool_call_id": "call_1", "content": "9:00"}]
+        after = self.client.chat.completions.create(model="kvmem", messages=msgs, tools=TOOLS,
+                                                    max_tokens=2)
+        self.assertGreater(after.usage.prompt_tokens, with_tools.usage.prompt_tokens + 100)
+        with self.assertRaises(openai.BadRequestError):  # two calls in one message
+            self.client.chat.completions.create(model="kvmem", tools=TOOLS, max_tokens=2,
+                messages=msgs[:1] + [{"role": "assistant", "content": None, "tool_calls": [
+                    {"id": i, "type": "function", "function": {"name": "get_time",
+                                                               "arguments": "{}"}}
+                    for i in ("a", "b")]}])
+
+
 class QwenFormat(NativeFormat, unittest.TestCase):
     arch, template = "qwen2", "qwen2.5"
 

@@ -85,10 +85,12 @@ TEST(Harmony, OtherPromptsShowEverything) {
 // official template refuses it.
 TEST(Harmony, RefusesWhatItDoesNotRender) {
   std::string out;
-  const std::vector<ChatMessage> tool = {{"user", "q"}, {"tool", "{}"}};
-  EXPECT_EQ(RenderHarmony(tool, true, "2026-01-15", &out).code(), ErrorCode::kUnsupported);
+  const std::vector<ChatMessage> tool = {{"user", "q"}, {"tool", "{}"}};  // no call before it
+  EXPECT_EQ(RenderHarmony(tool, true, "2026-01-15", "", &out).code(),
+            ErrorCode::kInvalidArgument);
   const std::vector<ChatMessage> tags = {{"assistant", "<|channel|>final<|message|>x"}};
-  EXPECT_EQ(RenderHarmony(tags, true, "2026-01-15", &out).code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(RenderHarmony(tags, true, "2026-01-15", "", &out).code(),
+            ErrorCode::kInvalidArgument);
 }
 
 }  // namespace

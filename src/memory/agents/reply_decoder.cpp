@@ -69,7 +69,7 @@ Status DecodeChoice(const tokenizer::Tokenizer& tok, ReplyRows& rows,
   config.seed += static_cast<uint64_t>(choice);
   engine::Sampler sampler(config);
   engine::StopMatcher stops(params.stop);
-  tokenizer::ReplyDecoder decoder(&tok, context);
+  tokenizer::ReplyDecoder decoder(&tok, context, params.raw_reply);
   ReplyOutput output(callbacks, choice);
   std::vector<int32_t> history(context.begin(), context.end());
   out->end = TurnEnd::kLength;

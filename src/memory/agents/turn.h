@@ -42,6 +42,9 @@ struct TurnParams {
   // Constrained decoding (response_format, tool calls, a grammar): the state every choice starts
   // from (each decodes on its own Clone); null: none. Outlives the turn.
   const engine::TokenConstraint* constraint = nullptr;
+  // The reply's text with its special tokens, harmony's messages not split into what the user
+  // sees (tokenizer::ReplyDecoder): for a reader of the whole reply (harmony's tool calls).
+  bool raw_reply = false;
 };
 
 struct PromptStats {
