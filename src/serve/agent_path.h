@@ -14,7 +14,7 @@
 namespace kvmem::serve {
 
 struct AgentPath {
-  std::string id;        // decoded and validated (ValidateAgentId)
+  std::string id = {};   // decoded and validated (ValidateAgentId)
   bool rebuild = false;  // .../rebuild
 };
 

@@ -26,9 +26,9 @@ namespace kvmem::serve {
 inline constexpr size_t kMaxEmbeddingInputs = 2048;
 
 struct EmbeddingsRequest {
-  std::vector<std::string> texts;
+  std::vector<std::string> texts = {};
   bool base64 = false;
-  std::optional<int64_t> dimensions;
+  std::optional<int64_t> dimensions = {};
 };
 
 Result<EmbeddingsRequest> ParseEmbeddingsRequest(std::string_view body);

@@ -23,7 +23,7 @@
 namespace kvmem::serve {
 
 struct TokenizeRequest {
-  std::string content;
+  std::string content = {};
   bool add_special = false;
   bool parse_special = true;
   bool with_pieces = false;
