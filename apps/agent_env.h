@@ -48,6 +48,7 @@ struct AgentEnv {
   std::unique_ptr<ThreadPool> threads;
   std::optional<memory::store::AgentStore> store;
   std::optional<memory::embed::SentenceEncoder> encoder;
+  std::string encoder_name;  // the encoder's directory name ("all-MiniLM-L6-v2"), if loaded
   std::unique_ptr<memory::AgentRuntime> runtime;
   std::string model_name;  // the GGUF file name without directory and extension
 };

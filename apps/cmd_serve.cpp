@@ -21,6 +21,7 @@ struct ServeOptions {
   std::string host = "127.0.0.1";
   int port = 8080;
   std::vector<std::string> api_keys;  // KEY or KEY:TENANT
+  std::vector<std::string> cors_origins;
   int max_concurrent = 64;
 };
 
@@ -30,7 +31,7 @@ Result<serve::ApiKey> ParseApiKey(const std::string& s) {
   k.key = colon == std::string::npos ? s : s.substr(0, colon);
   k.tenant = colon == std::string::npos ? serve::kDefaultTenant : s.substr(colon + 1);
   if (k.key.empty()) return InvalidArgument("--api-key: empty key");
-  KVMEM_RETURN_IF_ERROR(memory::store::ValidateAgentName("tenant", k.tenant));
+  KVMEM_RETURN_IF_ERROR(memory::store::ValidateTenant(k.tenant));
   return k;
 }
 
@@ -39,6 +40,7 @@ int Run(const ServeOptions& o) {
   so.host = o.host;
   so.port = o.port;
   so.max_concurrent_requests = o.max_concurrent;
+  so.cors_origins = o.cors_origins;
   for (const std::string& k : o.api_keys) {
     auto key = ParseApiKey(k);
     if (!key.ok()) return Fail(key.status());
@@ -48,7 +50,8 @@ int Run(const ServeOptions& o) {
   if (!env.ok()) return Fail(env.status());
   Status warm = (*env)->runtime->Warmup();
   if (!warm.ok()) return Fail(warm.WithContext("warm-up pass"));
-  serve::EngineBackend backend((*env)->runtime.get(), *(*env)->tok, (*env)->model_name);
+  serve::EngineBackend backend((*env)->runtime.get(), *(*env)->tok, (*env)->model_name,
+                               (*env)->encoder_name);
   serve::HttpServer server(&backend, so);
 
   // Block the signals in every thread; this one waits for them.
@@ -85,6 +88,9 @@ void AddServeCommand(CLI::App& app) {
   cmd->add_option("--api-key", o->api_keys,
                   "require this key (Authorization: Bearer KEY or x-api-key); KEY:TENANT puts "
                   "the key's agents in their own namespace; repeatable");
+  cmd->add_option("--cors-origin", o->cors_origins,
+                  "let web pages of this origin (https://app.example:8443, or *) call the API "
+                  "from a browser; repeatable");
   cmd->add_option("--max-concurrent", o->max_concurrent,
                   "generation requests admitted at once (more get 503/529)")
       ->capture_default_str();

@@ -6,7 +6,8 @@
 #   libcli11-dev            apps (command line parsing)
 #   nlohmann-json3-dev      apps/eval (LoCoMo data, --json output), memory/store (manifests),
 #                           serve (API bodies), tests (golden vectors)
-#   libxxhash-dev           memory/store (block checksums, model fingerprints, agent file names)
+#   libxxhash-dev           memory/store (block checksums, model fingerprints)
+#   libssl-dev              memory/store (HMAC-SHA256: keyed agent directory names)
 #   libcpp-httplib-dev      serve (HTTP server)
 #   pkg-config              finds the two above
 #   python3 + venv (PyPI: numpy, gguf, tokenizers)   test oracles only, never the product
@@ -16,6 +17,7 @@ if(KVMEM_TESTS)
   find_package(GTest REQUIRED)
 endif()
 find_package(CLI11 REQUIRED)
+find_package(OpenSSL REQUIRED COMPONENTS Crypto)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
 pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)

@@ -39,6 +39,13 @@ namespace kvmem::serve {
 
 Result<ParsedRequest> ParseMessagesRequest(std::string_view body, const RequestContext& ctx);
 
+// POST /v1/messages/count_tokens: model, system, messages, tools, tool_choice as /v1/messages
+// takes them (no max_tokens), parsed into the request whose prompt is counted; the reply is
+// {"input_tokens": N}, the tokens of the whole prompt as kvmem renders it (chat template, system,
+// tools), which is the prompt_tokens a request naming no agent reports.
+Result<GenerationRequest> ParseCountTokensRequest(std::string_view body, const RequestContext& ctx);
+std::string CountTokensJson(int64_t input_tokens);
+
 // With `tools`, content blocks open as their content comes (a reply may be tool_use blocks
 // only); without, the text block opens with the stream, as Anthropic's do.
 std::unique_ptr<ReplyFormat> MakeMessagesReply(ResponseMeta meta, bool tools = false);

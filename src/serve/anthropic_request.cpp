@@ -36,7 +36,41 @@ Status CheckUnsupported(const Json& body) {
   return Status::Ok();
 }
 
+// system, messages and tools: what /v1/messages and count_tokens both render into the prompt.
+// Returns whether the request uses tools.
+Result<bool> ReadPrompt(const Json& body, const RequestContext& ctx, GenerationRequest* g) {
+  if (const Json* system = FindField(body, "system")) {
+    KVMEM_ASSIGN_OR_RETURN(std::string text, ReadTextContent(*system, "system"));
+    g->messages.push_back(ChatMessage{"system", std::move(text)});
+  }
+  // Tools (serve/anthropic_tools.h): messages in the generic tool format, replies read back.
+  const bool tools = UsesAnthropicTools(body);
+  if (tools) {
+    KVMEM_RETURN_IF_ERROR(ReadAnthropicToolRequest(body, ctx.model.tool_format, g));
+  } else {
+    KVMEM_RETURN_IF_ERROR(ReadMessages(body, ParseMessage, &g->messages));
+    g->continue_final_message = g->messages.back().role == "assistant";
+  }
+  return tools;
+}
+
 }  // namespace
+
+Result<GenerationRequest> ParseCountTokensRequest(std::string_view body_text,
+                                                  const RequestContext& ctx) {
+  KVMEM_ASSIGN_OR_RETURN(Json body, ParseJsonObject(body_text));
+  KVMEM_ASSIGN_OR_RETURN(std::optional<std::string> model, OptionalString(body, "model", "model"));
+  (void)model;
+  KVMEM_RETURN_IF_ERROR(CheckUnsupported(body));
+  GenerationRequest g;
+  g.agent.tenant = ctx.tenant;
+  KVMEM_RETURN_IF_ERROR(ReadPrompt(body, ctx, &g).status());
+  return g;
+}
+
+std::string CountTokensJson(int64_t input_tokens) {
+  return DumpJson({{"input_tokens", input_tokens}});
+}
 
 Result<ParsedRequest> ParseMessagesRequest(std::string_view body_text, const RequestContext& ctx) {
   KVMEM_ASSIGN_OR_RETURN(Json body, ParseJsonObject(body_text));
@@ -65,18 +99,7 @@ Result<ParsedRequest> ParseMessagesRequest(std::string_view body_text, const Req
   g.agent.tenant = ctx.tenant;
   KVMEM_ASSIGN_OR_RETURN(g.agent.id, ResolveAgentId(ctx, user_id, "metadata.user_id"));
 
-  if (const Json* system = FindField(body, "system")) {
-    KVMEM_ASSIGN_OR_RETURN(std::string text, ReadTextContent(*system, "system"));
-    g.messages.push_back(ChatMessage{"system", std::move(text)});
-  }
-  // Tools (serve/anthropic_tools.h): messages in the generic tool format, replies read back.
-  const bool tools = UsesAnthropicTools(body);
-  if (tools) {
-    KVMEM_RETURN_IF_ERROR(ReadAnthropicToolRequest(body, ctx.model.tool_format, &g));
-  } else {
-    KVMEM_RETURN_IF_ERROR(ReadMessages(body, ParseMessage, &g.messages));
-    g.continue_final_message = g.messages.back().role == "assistant";
-  }
+  KVMEM_ASSIGN_OR_RETURN(const bool tools, ReadPrompt(body, ctx, &g));
 
   ResponseMeta meta = NewResponseMeta("msg_", ctx.model.name);
   g.request_id = meta.id;

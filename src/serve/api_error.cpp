@@ -16,7 +16,9 @@ struct KindInfo {
 // Indexed by ApiErrorKind.
 constexpr KindInfo kKinds[] = {
     {400, 400, "invalid_request_error", nullptr, "invalid_request_error"},
+    {400, 400, "invalid_request_error", "context_length_exceeded", "invalid_request_error"},
     {401, 401, "invalid_request_error", "invalid_api_key", "authentication_error"},
+    {403, 403, "invalid_request_error", "permission_denied", "permission_error"},
     {404, 404, "invalid_request_error", "not_found", "not_found_error"},
     {405, 405, "invalid_request_error", "method_not_allowed", "invalid_request_error"},
     {409, 409, "invalid_request_error", "conflict", "invalid_request_error"},
@@ -27,14 +29,22 @@ constexpr KindInfo kKinds[] = {
 
 const KindInfo& Info(ApiErrorKind kind) { return kKinds[static_cast<int>(kind)]; }
 
+// "'<field>': ..." (json_body.h's FieldError and TypeError) names <field>; other messages none.
+std::string FieldOf(const std::string& message) {
+  if (!message.starts_with('\'')) return "";
+  const size_t end = message.find("': ", 1);
+  return end == std::string::npos ? "" : message.substr(1, end - 1);
+}
+
 }  // namespace
 
 ApiError ApiErrorFromStatus(const Status& status) {
   switch (status.code()) {
     case ErrorCode::kInvalidArgument:
-    case ErrorCode::kOutOfRange:
     case ErrorCode::kUnsupported:
-      return {ApiErrorKind::kInvalidRequest, status.message()};
+      return {ApiErrorKind::kInvalidRequest, status.message(), FieldOf(status.message())};
+    case ErrorCode::kOutOfRange:  // parsers report fields as kInvalidArgument; this is the context
+      return {ApiErrorKind::kContextLength, status.message(), FieldOf(status.message())};
     case ErrorCode::kNotFound:
       return {ApiErrorKind::kNotFound, status.message()};
     case ErrorCode::kFailedPrecondition:
@@ -57,6 +67,8 @@ ApiErrorKind ApiErrorKindFromHttpStatus(int http_status) {
   switch (http_status) {
     case 401:
       return ApiErrorKind::kAuthentication;
+    case 403:
+      return ApiErrorKind::kPermission;
     case 404:
       return ApiErrorKind::kNotFound;
     case 405:
@@ -89,7 +101,7 @@ std::string ErrorBody(const ApiError& error, Dialect dialect) {
     body = {{"error",
              {{"message", error.message},
               {"type", info.openai_type},
-              {"param", nullptr},
+              {"param", error.param.empty() ? nlohmann::json() : nlohmann::json(error.param)},
               {"code", info.openai_code ? nlohmann::json(info.openai_code) : nlohmann::json()}}}};
   }
   // Messages may quote client input; invalid UTF-8 in it must not make dump() throw.

@@ -2,10 +2,13 @@
 // statuses and where each dialect's error body is written:
 //
 //   kind               from                                   OpenAI  Anthropic (error type)
-//   kInvalidRequest    kInvalidArgument, kOutOfRange,          400     400 invalid_request_error
-//                      kUnsupported; bad JSON, invalid UTF-8,
-//                      wrong field types, prompt too long
+//   kInvalidRequest    kInvalidArgument, kUnsupported; bad     400     400 invalid_request_error
+//                      JSON, invalid UTF-8, wrong field types
+//   kContextLength     kOutOfRange: a prompt longer than the   400     400 invalid_request_error
+//                      context (code context_length_exceeded)
 //   kAuthentication    kUnauthenticated; missing/wrong key     401     401 authentication_error
+//   kPermission        a browser origin --cors-origin does     403     403 permission_error
+//                      not allow
 //   kNotFound          kNotFound; unknown agent/model/route    404     404 not_found_error
 //   kMethodNotAllowed  known path, wrong method                405     405 invalid_request_error
 //   kConflict          kFailedPrecondition (e.g. deleting an   409     409 invalid_request_error
@@ -17,10 +20,13 @@
 //   kInternal          kIo, kCorrupt, kInternal; exceptions    500     500 api_error
 //
 // Overload is 503 (OpenAI's "engine overloaded") and 529 (Anthropic's overloaded_error), not
-// 429: it is the server that is full, not the client that exceeded a rate. Both official
-// clients retry these with backoff, honouring the Retry-After header the server sends with
-// them. OpenAI bodies say "invalid_request_error" for every 4xx and "server_error" for 5xx,
-// with a distinguishing `code` (invalid_api_key, not_found, request_too_large, ...).
+// 429: it is the server that is full, not the client that exceeded a rate (kvmem has no rate
+// limits, so Anthropic's rate_limit_error is never sent). Both official clients retry these
+// with backoff, honouring the Retry-After header the server sends with them. OpenAI bodies say
+// "invalid_request_error" for every 4xx and "server_error" for 5xx, with a distinguishing
+// `code` (context_length_exceeded, invalid_api_key, not_found, ...) and, for a client error
+// about one field, that field in `param`: the parsers name it at the start of their messages
+// ("'max_tokens': must be ...", json_body.h FieldError/TypeError), which is where it is read.
 // Thread-safety: pure functions.
 #pragma once
 
@@ -34,7 +40,9 @@ enum class Dialect { kOpenAi, kAnthropic };
 
 enum class ApiErrorKind {
   kInvalidRequest,
+  kContextLength,
   kAuthentication,
+  kPermission,
   kNotFound,
   kMethodNotAllowed,
   kConflict,
@@ -46,10 +54,12 @@ enum class ApiErrorKind {
 struct ApiError {
   ApiErrorKind kind = ApiErrorKind::kInternal;
   std::string message;
+  std::string param = {};  // OpenAI's `param`: the request field at fault; empty: null
 };
 
 // Internal faults keep their detail out of the message (the server logs it): file paths and
-// store layout are not the client's business.
+// store layout are not the client's business. `param` is the field a client error's message
+// names first ("'messages[0].role': ..." gives "messages[0].role").
 ApiError ApiErrorFromStatus(const Status& status);
 
 // For errors the HTTP library raised itself (malformed request line, URI too long, ...): the
@@ -59,7 +69,7 @@ ApiErrorKind ApiErrorKindFromHttpStatus(int http_status);
 int HttpStatus(ApiErrorKind kind, Dialect dialect);
 
 // The dialect's error object, serialized:
-//   OpenAI     {"error":{"message":…,"type":…,"param":null,"code":…}}
+//   OpenAI     {"error":{"message":…,"type":…,"param":…,"code":…}}
 //   Anthropic  {"type":"error","error":{"type":…,"message":…}}
 std::string ErrorBody(const ApiError& error, Dialect dialect);
 

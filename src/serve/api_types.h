@@ -178,6 +178,23 @@ struct ModelInfo {
   int context_length = 0;
   int64_t created_unix = 0;
   ToolFormat tool_format = ToolFormat::kGeneric;
+  // The sentence encoder behind /v1/embeddings (its directory's name) and the size of its
+  // vectors; empty and 0 when the server has none.
+  std::string embedding_model = {};
+  int embedding_dim = 0;
+};
+
+// POST /tokenize: one token of a text with the bytes it stands for (part of a UTF-8 character
+// where the tokenizer split one).
+struct TokenPiece {
+  int32_t id = 0;
+  std::string piece = {};
+};
+
+// POST /v1/embeddings: the sentence encoder's unit vectors of some texts.
+struct Embeddings {
+  std::vector<float> vectors = {};  // (n_texts, ModelInfo::embedding_dim) row-major
+  int64_t tokens = 0;               // encoder tokens of all texts, [CLS] and [SEP] included
 };
 
 // Gauges the backend reports when /metrics is scraped.

@@ -5,7 +5,9 @@
 //
 // Errors are Status values; the server maps their codes to HTTP statuses in one place
 // (serve/api_error.h):
-//   kInvalidArgument, kOutOfRange, kUnsupported  → 400 (e.g. a prompt longer than the context)
+//   kInvalidArgument, kUnsupported               → 400
+//   kOutOfRange                                  → 400 context_length_exceeded (a prompt longer
+//                                                  than the context)
 //   kUnauthenticated                             → 401
 //   kNotFound                                    → 404 (unknown agent)
 //   kFailedPrecondition                          → 409 (e.g. delete during a generation)
@@ -85,6 +87,19 @@ class Backend {
   // (MemoryPolicy::Rebuild); what it did, null when its policy has nothing to rebuild.
   // NotFound if there is no such agent.
   virtual Result<nlohmann::json> RebuildAgent(const std::string& tenant, const std::string& id) = 0;
+
+  // POST /tokenize: text as the model's tokens. add_special: BOS/EOS where the model adds them;
+  // parse_special: control-token texts ("<|im_start|>") become their ids.
+  virtual std::vector<TokenPiece> Tokenize(std::string_view text, bool add_special,
+                                           bool parse_special) const = 0;
+  // POST /detokenize: the text of token ids, control tokens written out. InvalidArgument naming
+  // "tokens[i]" for an id outside the vocabulary.
+  virtual Result<std::string> Detokenize(std::span<const int32_t> ids) const = 0;
+  // POST /v1/messages/count_tokens: the tokens of the prompt `request` renders to (system and
+  // tools included), as a request naming no agent prefills them.
+  virtual Result<int64_t> CountPromptTokens(const GenerationRequest& request) const = 0;
+  // POST /v1/embeddings; called only when model().embedding_dim > 0.
+  virtual Result<Embeddings> Embed(std::span<const std::string> texts) const = 0;
 
   // GET /v1/policies: every memory policy with its description, config fields (defaults,
   // bounds) and presets for the served model.

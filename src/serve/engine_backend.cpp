@@ -4,6 +4,8 @@
 #include <cmath>
 
 #include "engine/grammar/grammar_constraint.h"
+#include "memory/embed/sentence_encoder.h"
+#include "serve/json_body.h"
 
 namespace kvmem::serve {
 namespace {
@@ -80,7 +82,7 @@ std::string KvFormatLabel(const kv::KvFormats& f) {
 }
 
 EngineBackend::EngineBackend(memory::AgentRuntime* runtime, const tokenizer::Tokenizer& tok,
-                             std::string model_name)
+                             std::string model_name, std::string embedding_model)
     : runtime_(runtime), tok_(tok) {
   auto t = tokenizer::DetectChatTemplate(tok.chat_template(), tok.architecture());
   if (t.ok()) {
@@ -93,6 +95,10 @@ EngineBackend::EngineBackend(memory::AgentRuntime* runtime, const tokenizer::Tok
   }
   model_.name = std::move(model_name);
   model_.context_length = static_cast<int>(runtime->n_ctx());
+  if (const memory::embed::SentenceEncoder* enc = runtime->options().encoder; enc != nullptr) {
+    model_.embedding_model = std::move(embedding_model);
+    model_.embedding_dim = enc->dim();
+  }
   model_.created_unix = std::chrono::duration_cast<std::chrono::seconds>(
                             std::chrono::system_clock::now().time_since_epoch())
                             .count();
@@ -199,6 +205,43 @@ Status EngineBackend::DeleteAgent(const std::string& tenant, const std::string& 
 Result<nlohmann::json> EngineBackend::RebuildAgent(const std::string& tenant,
                                                    const std::string& id) {
   return runtime_->Rebuild({tenant, id});
+}
+
+std::vector<TokenPiece> EngineBackend::Tokenize(std::string_view text, bool add_special,
+                                                bool parse_special) const {
+  std::vector<TokenPiece> out;
+  for (int32_t id : tok_.Encode(text, add_special, parse_special)) {
+    out.push_back({id, std::string(tok_.TokenToPiece(id, /*render_special=*/true))});
+  }
+  return out;
+}
+
+Result<std::string> EngineBackend::Detokenize(std::span<const int32_t> ids) const {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= tok_.vocab_size()) {
+      return FieldError("tokens[" + std::to_string(i) + "]",
+                        std::to_string(ids[i]) + " is outside the vocabulary of " +
+                            std::to_string(tok_.vocab_size()) + " tokens");
+    }
+  }
+  return tok_.Decode(ids, /*render_special=*/true);
+}
+
+// The same text and encoding RunTurn gives a request without an agent.
+Result<int64_t> EngineBackend::CountPromptTokens(const GenerationRequest& request) const {
+  KVMEM_ASSIGN_OR_RETURN(std::string text, RenderPrompt(request));
+  return static_cast<int64_t>(
+      tok_.Encode(text, /*add_special=*/true, /*parse_special=*/true).size());
+}
+
+Result<Embeddings> EngineBackend::Embed(std::span<const std::string> texts) const {
+  const memory::embed::SentenceEncoder* enc = runtime_->options().encoder;
+  if (enc == nullptr) return Internal("Embed without a sentence encoder");
+  Embeddings out;
+  // One thread: the runtime's pool belongs to the forward passes of the agents' turns.
+  out.vectors = enc->Embed(texts, /*pool=*/nullptr);
+  for (const std::string& t : texts) out.tokens += static_cast<int64_t>(enc->Tokenize(t).size());
+  return out;
 }
 
 nlohmann::ordered_json EngineBackend::Policies() const { return runtime_->DescribePolicies(); }

@@ -21,9 +21,10 @@ namespace kvmem::serve {
 
 class EngineBackend : public Backend {
  public:
-  // runtime must outlive the backend. model_name is what responses report.
+  // runtime must outlive the backend. model_name is what responses report; embedding_model
+  // names the runtime's sentence encoder (AgentRuntimeOptions::encoder), if it has one.
   EngineBackend(memory::AgentRuntime* runtime, const tokenizer::Tokenizer& tok,
-                std::string model_name);
+                std::string model_name, std::string embedding_model = "");
 
   Result<GenerationResult> Generate(const GenerationRequest& request,
                                     GenerationSink* sink) override;
@@ -33,6 +34,11 @@ class EngineBackend : public Backend {
   Result<AgentInfo> GetAgent(const std::string& tenant, const std::string& id) override;
   Status DeleteAgent(const std::string& tenant, const std::string& id) override;
   Result<nlohmann::json> RebuildAgent(const std::string& tenant, const std::string& id) override;
+  std::vector<TokenPiece> Tokenize(std::string_view text, bool add_special,
+                                   bool parse_special) const override;
+  Result<std::string> Detokenize(std::span<const int32_t> ids) const override;
+  Result<int64_t> CountPromptTokens(const GenerationRequest& request) const override;
+  Result<Embeddings> Embed(std::span<const std::string> texts) const override;
   ModelInfo model() const override { return model_; }
   nlohmann::ordered_json Policies() const override;
   BackendStats stats() const override;

@@ -87,6 +87,13 @@ bool WriteStream(StreamState& state, const std::atomic<bool>& stopping, httplib:
   return true;
 }
 
+// A prompt past the context is the fault of the field that holds the prompt (OpenAI's `param`).
+ApiError GenerationError(const Status& status, const char* prompt_field) {
+  ApiError e = ErrorFromStatus(status);
+  if (e.kind == ApiErrorKind::kContextLength && e.param.empty()) e.param = prompt_field;
+  return e;
+}
+
 }  // namespace
 
 void ServeGeneration(const GenerationContext& ctx, Dialect dialect, RequestParser parse,
@@ -111,12 +118,15 @@ void ServeGeneration(const GenerationContext& ctx, Dialect dialect, RequestParse
   }
   Result<ParsedRequest> parsed = parse(body, request_ctx);
   if (!parsed.ok()) return SendStatus(res, parsed.status(), dialect);
+  const char* prompt_field = parsed->generation.prompt ? "prompt" : "messages";
 
   if (!parsed->stream) {
     CollectingSink sink(received, ctx.cancel_all);
     Result<GenerationResult> result = ctx.backend->Generate(parsed->generation, &sink);
     const GenerationTiming timing = sink.Finish();
-    if (!result.ok()) return SendStatus(res, result.status(), dialect);
+    if (!result.ok()) {
+      return SendError(res, GenerationError(result.status(), prompt_field), dialect);
+    }
     ctx.metrics->RecordGeneration(*result, timing);
     if (result->finish_reason == FinishReason::kCancelled && ctx.stopping->load()) {
       return SendError(res, {ApiErrorKind::kOverloaded, "server is shutting down"}, dialect);
@@ -130,7 +140,7 @@ void ServeGeneration(const GenerationContext& ctx, Dialect dialect, RequestParse
   state->stream = std::make_unique<GenerationStream>(ctx.backend, std::move(parsed->generation),
                                                      received, ctx.cancel_all);
   if (!state->stream->WaitForStart()) {
-    return SendStatus(res, state->stream->result().status(), dialect);
+    return SendError(res, GenerationError(state->stream->result().status(), prompt_field), dialect);
   }
   res.status = 200;
   res.set_header("Cache-Control", "no-cache");

@@ -10,12 +10,16 @@
 #include <string_view>
 
 #include "core/log.h"
+#include "core/utf8.h"
+#include "serve/agent_path.h"
 #include "serve/agents_api.h"
 #include "serve/anthropic_api.h"
 #include "serve/api_error.h"
+#include "serve/embeddings_api.h"
 #include "serve/generation_route.h"
 #include "serve/http_reply.h"
 #include "serve/openai_api.h"
+#include "serve/tokenize_api.h"
 
 namespace kvmem::serve {
 namespace {
@@ -29,8 +33,9 @@ Dialect DialectOfPath(std::string_view path) {
 // clients send.
 std::string EndpointLabel(std::string_view path) {
   for (std::string_view route :
-       {"/v1/chat/completions", "/v1/completions", "/v1/messages", "/v1/models", "/v1/agents",
-        "/v1/policies", "/health", "/metrics"}) {
+       {"/v1/chat/completions", "/v1/completions", "/v1/messages", "/v1/messages/count_tokens",
+        "/v1/embeddings", "/tokenize", "/detokenize", "/v1/models", "/v1/agents", "/v1/policies",
+        "/health", "/metrics"}) {
     if (path == route) return std::string(route);
   }
   if (path.starts_with("/v1/agents/")) return "/v1/agents/{id}";
@@ -130,34 +135,50 @@ class HttpServer::Handlers {
                if (!agents.ok()) return SendStatus(res, agents.status(), Dialect::kOpenAi);
                SendJson(res, AgentListJson(std::move(agents).value()));
              }));
-    http.Get("/v1/agents/([^/]+)", NoBody(kKey, [this](auto& req, auto& res, auto& tenant, auto) {
-               const std::string id = req.matches[1];
-               Status valid = ValidateAgentId(id, "path");
-               if (!valid.ok()) return SendStatus(res, valid, Dialect::kOpenAi);
-               auto agent = s_->backend_->GetAgent(tenant, id);
-               if (!agent.ok()) return SendStatus(res, agent.status(), Dialect::kOpenAi);
-               SendJson(res, AgentJson(*agent));
-             }));
-    http.Post(
-        "/v1/agents/([^/]+)/rebuild",
-        WithBody(kKey, [this](auto& req, auto& res, auto& tenant, auto) {
-          const std::string id = req.matches[1];
-          Status valid = ValidateAgentId(id, "path");
-          if (!valid.ok()) return SendStatus(res, valid, Dialect::kOpenAi);
-          auto done = s_->backend_->RebuildAgent(tenant, id);
-          if (!done.ok()) return SendStatus(res, done.status(), Dialect::kOpenAi);
-          SendJson(res,
-                   nlohmann::json{{"id", id}, {"object", "agent.rebuild"}, {"rebuild", *done}}.dump(
-                       -1, ' ', false, nlohmann::json::error_handler_t::replace));
-        }));
-    http.Delete("/v1/agents/([^/]+)",
-                WithBody(kKey, [this](auto& req, auto& res, auto& tenant, auto) {
-                  const std::string id = req.matches[1];
-                  Status status = ValidateAgentId(id, "path");
-                  if (status.ok()) status = s_->backend_->DeleteAgent(tenant, id);
-                  if (!status.ok()) return SendStatus(res, status, Dialect::kOpenAi);
-                  SendJson(res, AgentDeletedJson(id));
-                }));
+    // Every method goes to Agent(), which reads the id from the raw target and answers the 405s.
+    http.Get("/v1/agents/(.+)", NoBody(kKey, Agent()));
+    http.Post("/v1/agents/(.+)", WithBody(kKey, Agent()));
+    http.Delete("/v1/agents/(.+)", WithBody(kKey, Agent()));
+    http.Put("/v1/agents/(.+)", WithBody(kKey, Agent()));
+    http.Patch("/v1/agents/(.+)", WithBody(kKey, Agent()));
+    http.Post("/v1/messages/count_tokens",
+              WithBody(kKey, [this](auto&, auto& res, auto& tenant, auto body) {
+                RequestContext ctx{.tenant = tenant, .header_agent_id = {},
+                                   .model = s_->backend_->model()};
+                auto request = ParseCountTokensRequest(body, ctx);
+                if (!request.ok()) return SendStatus(res, request.status(), Dialect::kAnthropic);
+                auto n = s_->backend_->CountPromptTokens(*request);
+                if (!n.ok()) return SendStatus(res, n.status(), Dialect::kAnthropic);
+                SendJson(res, CountTokensJson(*n));
+              }));
+    http.Post("/v1/embeddings", WithBody(kKey, [this](auto&, auto& res, auto&, auto body) {
+                auto request = ParseEmbeddingsRequest(body);
+                if (!request.ok()) return SendStatus(res, request.status(), Dialect::kOpenAi);
+                const ModelInfo model = s_->backend_->model();
+                Status usable = CheckEmbeddingsModel(*request, model);
+                if (!usable.ok()) return SendStatus(res, usable, Dialect::kOpenAi);
+                auto embeddings = s_->backend_->Embed(request->texts);
+                if (!embeddings.ok()) return SendStatus(res, embeddings.status(), Dialect::kOpenAi);
+                SendJson(res, EmbeddingsJson(*embeddings, model, request->base64));
+              }));
+    http.Post("/tokenize", WithBody(kKey, [this](auto&, auto& res, auto&, auto body) {
+                auto request = ParseTokenizeRequest(body);
+                if (!request.ok()) return SendStatus(res, request.status(), Dialect::kOpenAi);
+                SendJson(res, TokenizeJson(s_->backend_->Tokenize(request->content,
+                                                                  request->add_special,
+                                                                  request->parse_special),
+                                           request->with_pieces));
+              }));
+    http.Post("/detokenize", WithBody(kKey, [this](auto&, auto& res, auto&, auto body) {
+                auto ids = ParseDetokenizeRequest(body);
+                if (!ids.ok()) return SendStatus(res, ids.status(), Dialect::kOpenAi);
+                auto text = s_->backend_->Detokenize(*ids);
+                if (!text.ok()) return SendStatus(res, text.status(), Dialect::kOpenAi);
+                SendJson(res, DetokenizeJson(*text));
+              }));
+    http.Options(".*", [this](const httplib::Request& req, httplib::Response& res) {
+      Preflight(req, res);
+    });
     http.Get("/health", NoBody(kOpen, [this](auto&, auto& res, auto&, auto) {
                if (s_->stopping_.load()) {
                  res.status = 503;
@@ -262,6 +283,16 @@ class HttpServer::Handlers {
 
   void Dispatch(Access access, const Route& route, const httplib::Request& req,
                 httplib::Response& res, std::string_view body) {
+    if (req.has_header("Origin")) {
+      const std::string origin = req.get_header_value("Origin");
+      if (!s_->cors_.Allows(origin, req.get_header_value("Host"))) {
+        return SendError(res,
+                         {ApiErrorKind::kPermission, "browser origin " + Quoted(origin) +
+                                                         " is not allowed; start kvmem serve with "
+                                                         "--cors-origin " + Quoted(origin)},
+                         DialectOfPath(req.path));
+      }
+    }
     const std::vector<ApiKey>& keys = s_->options_.api_keys;
     if (access == kOpen || keys.empty()) return route(req, res, kDefaultTenant, body);
     const std::optional<std::string> key = PresentedKey(req);
@@ -275,6 +306,59 @@ class HttpServer::Handlers {
       if (KeyEquals(*key, k.key)) return route(req, res, k.tenant, body);
     }
     SendError(res, {ApiErrorKind::kAuthentication, "invalid API key"}, DialectOfPath(req.path));
+  }
+
+  // GET|DELETE /v1/agents/{id} and POST /v1/agents/{id}/rebuild (agent_path.h).
+  Route Agent() {
+    return [this](const httplib::Request& req, httplib::Response& res, const std::string& tenant,
+                  std::string_view) {
+      Result<AgentPath> path = ParseAgentPath(req.target);
+      if (!path.ok() && path.status().code() == ErrorCode::kNotFound) {
+        return SendError(res, {ApiErrorKind::kNotFound, LibraryErrorMessage(req, 404)},
+                         Dialect::kOpenAi);
+      }
+      if (!path.ok()) return SendStatus(res, path.status(), Dialect::kOpenAi);
+      const std::string& id = path->id;
+      const char* allow = path->rebuild ? "POST" : "GET, DELETE";
+      if (path->rebuild && req.method == "POST") {
+        auto done = s_->backend_->RebuildAgent(tenant, id);
+        if (!done.ok()) return SendStatus(res, done.status(), Dialect::kOpenAi);
+        return SendJson(res,
+                        DumpJson({{"id", id}, {"object", "agent.rebuild"}, {"rebuild", *done}}));
+      }
+      if (!path->rebuild && req.method == "GET") {
+        auto agent = s_->backend_->GetAgent(tenant, id);
+        if (!agent.ok()) return SendStatus(res, agent.status(), Dialect::kOpenAi);
+        return SendJson(res, AgentJson(*agent));
+      }
+      if (!path->rebuild && req.method == "DELETE") {
+        Status status = s_->backend_->DeleteAgent(tenant, id);
+        if (!status.ok()) return SendStatus(res, status, Dialect::kOpenAi);
+        return SendJson(res, AgentDeletedJson(id));
+      }
+      res.set_header("Allow", allow);
+      SendError(res,
+                {ApiErrorKind::kMethodNotAllowed, "method " + req.method + " is not allowed on " +
+                                                      req.path + " (allowed: " + allow + ")"},
+                Dialect::kOpenAi);
+    };
+  }
+
+  // A CORS preflight (cors.h). Access-Control-Allow-Origin itself is added to every response to
+  // a granted origin by the post-routing handler (HttpServer::Start).
+  void Preflight(const httplib::Request& req, httplib::Response& res) {
+    res.status = 204;
+    res.set_header("Allow", CorsPolicy::kAllowMethods);
+    const std::string origin = req.get_header_value("Origin");
+    if (origin.empty() || !req.has_header("Access-Control-Request-Method") ||
+        !s_->cors_.Grants(origin)) {
+      return;  // no Access-Control-Allow-*: the browser refuses the call
+    }
+    const std::string asked = req.get_header_value("Access-Control-Request-Headers");
+    res.set_header("Access-Control-Allow-Methods", CorsPolicy::kAllowMethods);
+    res.set_header("Access-Control-Allow-Headers",
+                   asked.empty() ? CorsPolicy::kAllowHeaders : asked);
+    res.set_header("Access-Control-Max-Age", CorsPolicy::kMaxAgeSeconds);
   }
 
   Route Generation(RequestParser parse) {
@@ -296,10 +380,12 @@ class HttpServer::Handlers {
         {"/v1/messages", false, true, false},
         {"/v1/models", true, false, false},
         {"/v1/models/(.+)", true, false, false},
+        {"/v1/messages/count_tokens", false, true, false},
+        {"/v1/embeddings", false, true, false},
+        {"/tokenize", false, true, false},
+        {"/detokenize", false, true, false},
         {"/v1/agents", true, true, false},
         {"/v1/policies", true, false, false},
-        {"/v1/agents/([^/]+)", true, false, true},
-        {"/v1/agents/([^/]+)/rebuild", false, true, false},
         {"/health", true, false, false},
         {"/metrics", true, false, false},
     };
@@ -375,6 +461,14 @@ Status HttpServer::Start() {
                         "application/json");
         return httplib::Server::HandlerResponse::Handled;
       }));
+  cors_ = CorsPolicy(options_.cors_origins);
+  http_->set_post_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    const std::string origin = req.get_header_value("Origin");
+    if (origin.empty() || !cors_.Grants(origin)) return;
+    res.set_header("Access-Control-Allow-Origin", cors_.AllowOriginValue(origin));
+    res.set_header("Access-Control-Expose-Headers", "Retry-After");
+    res.set_header("Vary", "Origin");
+  });
   handlers_ = std::make_unique<Handlers>(this);
   handlers_->Register(*http_);
 

@@ -6,15 +6,22 @@
 //   POST   /v1/messages           Anthropic messages (anthropic_api.h)
 //   GET    /v1/models[/{id}]      the loaded model (Anthropic's shape when the request has an
 //                                 anthropic-version header)
+//   POST   /v1/messages/count_tokens  Anthropic's token count of a prompt
+//   POST   /v1/embeddings         OpenAI embeddings (embeddings_api.h)
+//   POST   /tokenize, /detokenize llama.cpp's tokenizer endpoints (tokenize_api.h)
 //   GET    /v1/agents             the tenant's agents (agents_api.h)
-//   GET    /v1/agents/{id}
+//   POST   /v1/agents             create one with its memory policy
+//   GET    /v1/agents/{id}        {id} percent-encoded (agent_path.h)
 //   DELETE /v1/agents/{id}
+//   POST   /v1/agents/{id}/rebuild
+//   OPTIONS *                      CORS preflight (cors.h)
 //   GET    /health                {"status":"ok"}; 503 while stopping; never needs a key
 //   GET    /metrics               Prometheus text (metrics.h)
 //
 // Auth: with api_keys set, every route but /health needs `Authorization: Bearer KEY` or
-// `x-api-key: KEY`; the key decides the tenant. Errors come in the dialect of the route
-// (/v1/messages: Anthropic's, everything else: OpenAI's) with the statuses of api_error.h.
+// `x-api-key: KEY`; the key decides the tenant. Browser origins: cors.h. Errors come in the
+// dialect of the route (/v1/messages*: Anthropic's, everything else: OpenAI's) with the
+// statuses of api_error.h.
 //
 // Concurrency: HTTP connections are served by a pool of `threads` threads (each keep-alive
 // connection holds one while open, up to keep_alive_timeout_s idle). At most
@@ -37,6 +44,7 @@
 
 #include "core/status.h"
 #include "serve/backend.h"
+#include "serve/cors.h"
 #include "serve/metrics.h"
 
 namespace httplib {
@@ -63,6 +71,8 @@ struct HttpServerOptions {
   int keep_alive_timeout_s = 5;
   int read_timeout_s = 30;   // per socket read of a request
   int write_timeout_s = 30;  // per socket write: a client that stops reading is dropped
+  // Browser origins allowed to call the API (cors.h): "https://app.example" or "*".
+  std::vector<std::string> cors_origins;
   // Stop() lets admitted generations finish for this long, then cancels them.
   std::chrono::milliseconds shutdown_grace{10000};
 };
@@ -96,6 +106,7 @@ class HttpServer {
   Backend* backend_;
   HttpServerOptions options_;
   ServerMetrics metrics_;
+  CorsPolicy cors_;
   std::unique_ptr<httplib::Server> http_;
   std::unique_ptr<Handlers> handlers_;
   std::thread listener_;

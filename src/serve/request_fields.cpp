@@ -30,7 +30,7 @@ Result<std::optional<double>> ReadNumberIn(const Json& body, std::string_view ke
 }  // namespace
 
 Status ValidateAgentId(std::string_view id, std::string_view source) {
-  const Status valid = memory::store::ValidateAgentName("agent id", id);
+  const Status valid = memory::store::ValidateAgentId(id);
   return valid.ok() ? valid : FieldError(source, valid.message());
 }
 

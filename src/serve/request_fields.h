@@ -26,8 +26,8 @@ struct RequestContext {
 };
 
 // Agent ids key persisted caches, so they follow the store's one rule
-// (memory::store::ValidateAgentName: [A-Za-z0-9_.-]{1,64}, not dots only); `source` names the
-// field or header the id came from in the InvalidArgument message.
+// (memory::store::ValidateAgentId: 1..256 bytes of UTF-8, no control characters); `source` names
+// the field or header the id came from in the InvalidArgument message.
 Status ValidateAgentId(std::string_view id, std::string_view source);
 
 // The agent of a request: the X-Agent-Id header, else `body_id` (named `body_field` in errors),

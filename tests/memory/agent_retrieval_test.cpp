@@ -220,7 +220,7 @@ TEST_F(AgentRetrievalTest, CreateRefusesExistingAgentsAndBadSettings) {
   auto unknown = rt->ValidateMemory("nope", Json::object());
   EXPECT_EQ(unknown.status().code(), ErrorCode::kInvalidArgument);
   EXPECT_NE(unknown.status().message().find("full, memart, h2o"), std::string::npos);
-  EXPECT_EQ(rt->CreateAgent({"t", "bad id"}, Memart(*rt, Retrieval(16, 4))).code(),
+  EXPECT_EQ(rt->CreateAgent({"t", "bad\tid"}, Memart(*rt, Retrieval(16, 4))).code(),
             ErrorCode::kInvalidArgument);
   const store::AgentKey cy{"t", "cy"};
   EXPECT_EQ(rt->Get(cy).status().code(), ErrorCode::kNotFound);

@@ -93,7 +93,7 @@ TEST_F(AgentRuntimeTest, DeleteForgetsAndBadKeysAreRefused) {
   const TurnResult again = Turn(*rt, &ada_, "Hello there.", &r);
   EXPECT_EQ(again.prompt.cached_tokens, 0);
 
-  const store::AgentKey bad{"t", "../x"};
+  const store::AgentKey bad{"t", std::string(300, 'x')};
   TurnParams p;
   EXPECT_EQ(rt->RunTurn(&bad, "hi", p, {}).status().code(), ErrorCode::kInvalidArgument);
   EXPECT_EQ(rt->RunTurn(&ada_, std::string(600, 'a'), p, {}).status().code(),

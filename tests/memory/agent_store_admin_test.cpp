@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -103,6 +104,65 @@ TEST(AgentStoreTest, OpenCleansUpAfterACrash) {
   kv::KvSequence seq(&pool);
   AgentRecord rec;
   EXPECT_TRUE(store.Load(key, &seq, &rec).ok());
+}
+
+// Ids clients send (e-mail, '/', Unicode, 256 bytes) round-trip, and the store lists them as
+// sent; two ids one byte apart stay two agents; no id becomes a path.
+TEST(AgentStoreTest, AnyIdIsOneAgentAndNeverAPath) {
+  TempDir dir;
+  AgentStore store = OpenStore(dir);
+  std::mt19937 rng(9);
+  kv::KvPool pool(Geometry(), 8);
+  kv::KvSequence seq(&pool);
+  AppendRandomRows(&seq, 10, 0, &rng);
+  const std::vector<std::string> ids = {"alice@example.com", "alice@example.con", "../../x",
+                                        "/etc", "\xe7\x94\xa8\xe6\x88\xb7 1",
+                                        std::string(kMaxAgentIdBytes, 'z')};
+  for (const std::string& id : ids) ASSERT_TRUE(store.Save({"t", id}, seq, Tokens(10), id).ok());
+  Result<std::vector<AgentInfo>> list = store.List();
+  ASSERT_TRUE(list.ok());
+  std::set<std::string> listed;
+  for (const AgentInfo& a : *list) listed.insert(a.key.id);
+  EXPECT_EQ(listed, std::set<std::string>(ids.begin(), ids.end()));
+  for (const std::string& id : ids) {
+    kv::KvSequence dst(&pool);
+    AgentRecord rec;
+    ASSERT_TRUE(store.Load({"t", id}, &dst, &rec).ok()) << id;
+    EXPECT_EQ(rec.text, id);  // each its own agent
+  }
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir.path())) {
+    const std::string name = e.path().filename().string();
+    for (const std::string& id : ids) EXPECT_EQ(name.find(id), std::string::npos) << name;
+  }
+}
+
+// Stores written before directory names were keyed named them LegacyAgentDirName(key); Open
+// moves each to its keyed name, so those agents load as before.
+TEST(AgentStoreTest, OpenMovesLegacyDirectoriesToTheirKeyedNames) {
+  TempDir dir;
+  const AgentKey key{"default", "ada"};
+  std::mt19937 rng(10);
+  kv::KvPool pool(Geometry(), 8);
+  kv::KvSequence seq(&pool);
+  AppendRandomRows(&seq, 60, 0, &rng);
+  std::string model_dir;
+  {
+    AgentStore store = OpenStore(dir);
+    ASSERT_TRUE(store.Save(key, seq, Tokens(60), "legacy").ok());
+    model_dir = store.model_dir();
+    // As the old layout had it: the XXH3 name, and no secret yet.
+    std::filesystem::rename(store.AgentDir(key), model_dir + "/" + LegacyAgentDirName(key));
+    std::filesystem::remove(model_dir + "/name-secret");
+  }
+  AgentStore store = OpenStore(dir);
+  EXPECT_FALSE(std::filesystem::exists(model_dir + "/" + LegacyAgentDirName(key)));
+  EXPECT_TRUE(std::filesystem::exists(store.AgentDir(key)));
+  kv::KvSequence dst(&pool);
+  AgentRecord rec;
+  ASSERT_TRUE(store.Load(key, &dst, &rec).ok());
+  EXPECT_EQ(rec.text, "legacy");
+  testing::ExpectSameRows(seq, dst);
+  ASSERT_EQ(store.List()->size(), 1u);
 }
 
 TEST(AgentStoreTest, OneProcessPerModelDirectory) {

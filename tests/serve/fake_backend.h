@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -29,6 +30,7 @@
 #include "engine/stop_strings.h"
 #include "memory/policy/policy_table.h"
 #include "serve/backend.h"
+#include "serve/json_body.h"
 
 namespace kvmem::serve::testing {
 
@@ -187,8 +189,43 @@ class FakeBackend : public Backend {
     return memory::DescribePolicies(memory::PolicyEnv{});
   }
 
+  // A token is a byte (id = its value); an embedding is (bytes, 1) / |(bytes, 1)|.
+  std::vector<TokenPiece> Tokenize(std::string_view text, bool add_special,
+                                   bool) const override {
+    std::vector<TokenPiece> out;
+    if (add_special) out.push_back({256, ""});
+    for (char c : text) out.push_back({static_cast<unsigned char>(c), std::string(1, c)});
+    return out;
+  }
+  Result<std::string> Detokenize(std::span<const int32_t> ids) const override {
+    std::string out;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (ids[i] < 0 || ids[i] > 256) return FieldError("tokens[" + std::to_string(i) + "]", "bad");
+      if (ids[i] < 256) out.push_back(static_cast<char>(ids[i]));
+    }
+    return out;
+  }
+  Result<int64_t> CountPromptTokens(const GenerationRequest& request) const override {
+    return static_cast<int64_t>(Render(request).size());
+  }
+  Result<Embeddings> Embed(std::span<const std::string> texts) const override {
+    Embeddings e;
+    for (const std::string& t : texts) {
+      const float len = static_cast<float>(t.size());
+      const float norm = std::sqrt(len * len + 1);
+      e.vectors.push_back(len / norm);
+      e.vectors.push_back(1 / norm);
+      e.tokens += static_cast<int64_t>(t.size());
+    }
+    return e;
+  }
+
   ModelInfo model() const override {
-    return ModelInfo{.name = "fake-model", .context_length = 4096, .created_unix = 1700000000};
+    return ModelInfo{.name = "fake-model",
+                     .context_length = 4096,
+                     .created_unix = 1700000000,
+                     .embedding_model = "fake-encoder",
+                     .embedding_dim = 2};
   }
 
   BackendStats stats() const override {

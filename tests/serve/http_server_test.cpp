@@ -234,7 +234,7 @@ TEST(HttpServer, AgentsListGetDelete) {
   EXPECT_EQ(gone->status, 404);
   EXPECT_EQ(ParseJson(gone->body)["error"]["message"], "no agent 'zed'");
   EXPECT_EQ(f.Delete("/v1/agents/zed")->status, 404);
-  auto bad = f.Get("/v1/agents/bad%20id");
+  auto bad = f.Get("/v1/agents/bad%01id");
   ASSERT_TRUE(bad);
   EXPECT_EQ(bad->status, 400);
 }
@@ -273,7 +273,7 @@ TEST(HttpServer, AgentsCreateWithAMemoryPolicy) {
 
   const std::pair<const char*, const char*> bad[] = {
       {R"({"memory":"retrieval"})", "'id': required"},
-      {R"({"id":"a b"})", "id"},
+      {R"({"id":"a\u0001b"})", "id"},
       {R"({"id":"x","memory":"episodic"})", "unknown memory policy 'episodic' (policies: none, full, memart, h2o, epicache)"},
       {R"({"id":"x","memory":{"policy":"nope"}})", "policies: none, full, memart, h2o, epicache"},
       {R"({"id":"x","memory":{"config":{}}})", "'memory.policy'"},
@@ -573,7 +573,7 @@ TEST(HttpServer, UnknownRoutesAndMethods) {
   ASSERT_TRUE(post_unknown);
   EXPECT_EQ(post_unknown->status, 404);
   EXPECT_EQ(ParseJson(post_unknown->body)["error"]["message"], "no route for POST /v1/unknown");
-  auto messages_typo = f.Post("/v1/messages/count_tokens", "{}");
+  auto messages_typo = f.Post("/v1/messages/batches", "{}");
   ASSERT_TRUE(messages_typo);
   EXPECT_EQ(messages_typo->status, 404);
   EXPECT_EQ(ParseJson(messages_typo->body)["error"]["type"], "not_found_error");

@@ -140,7 +140,7 @@ TEST(OpenAiRequest, RejectsMalformedChat) {
        "at most 4"},
       {R"({"messages": [{"role": "user", "content": "x"}], "stop": 7})", "'stop'"},
       {R"({"messages": [{"role": "user", "content": "x"}], "user": 7})", "'user'"},
-      {R"({"messages": [{"role": "user", "content": "x"}], "user": "a b"})", "agent id"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "user": "a\u0001b"})", "agent id"},
       {R"({"messages": [{"role": "user", "content": "x"}], "model": 7})", "'model'"},
       {R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]})",
        "'tools[0].function': required"},

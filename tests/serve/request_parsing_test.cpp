@@ -112,11 +112,13 @@ TEST(RequestFields, AgentIds) {
   EXPECT_TRUE(ValidateAgentId("alice", "user").ok());
   EXPECT_TRUE(ValidateAgentId("a.b_c-9", "user").ok());
   EXPECT_TRUE(ValidateAgentId("550e8400-e29b-41d4-a716-446655440000", "user").ok());
-  EXPECT_TRUE(ValidateAgentId(std::string(64, 'a'), "user").ok());
-  EXPECT_FALSE(ValidateAgentId("", "user").ok());
-  EXPECT_FALSE(ValidateAgentId(std::string(65, 'a'), "user").ok());
-  for (const char* bad :
-       {"a/b", "a b", ".", "..", "../x", "a@b.com", "caf\xC3\xA9", "a\nb", "%2F", "a:b"}) {
+  EXPECT_TRUE(ValidateAgentId(std::string(256, 'a'), "user").ok());
+  for (const char* any :
+       {"a/b", "a b", ".", "..", "../x", "a@b.com", "caf\xC3\xA9", "%2F", "a:b"}) {
+    EXPECT_TRUE(ValidateAgentId(any, "user").ok()) << any;
+  }
+  for (const std::string& bad : {std::string(), std::string(257, 'a'), std::string("a\nb"),
+                                 std::string("a\0b", 3), std::string("caf\xE9")}) {
     const Status s = ValidateAgentId(bad, "user");
     EXPECT_EQ(s.code(), ErrorCode::kInvalidArgument) << bad;
     EXPECT_TRUE(s.message().starts_with("'user': agent id")) << s.message();
@@ -131,7 +133,7 @@ TEST(RequestFields, AgentIds) {
   auto conflict = ResolveAgentId(ctx, "bob", "user");
   ASSERT_FALSE(conflict.ok());
   EXPECT_NE(conflict.status().message().find("X-Agent-Id"), std::string::npos);
-  ctx.header_agent_id = "bad id";
+  ctx.header_agent_id = "bad\tid";
   EXPECT_FALSE(ResolveAgentId(ctx, std::nullopt, "user").ok());
 }
 
@@ -242,6 +244,30 @@ TEST(ApiError, OneMappingFromStatusToHttp) {
   EXPECT_EQ(ApiErrorKindFromHttpStatus(414), ApiErrorKind::kInvalidRequest);
   EXPECT_EQ(ApiErrorKindFromHttpStatus(404), ApiErrorKind::kNotFound);
   EXPECT_EQ(HttpStatus(ApiErrorKind::kRequestTooLarge, Dialect::kAnthropic), 413);
+  EXPECT_EQ(ApiErrorKindFromHttpStatus(403), ApiErrorKind::kPermission);
+  const Json forbidden =
+      Json::parse(ErrorBody({ApiErrorKind::kPermission, "no"}, Dialect::kAnthropic));
+  EXPECT_EQ(forbidden["error"]["type"], "permission_error");
+}
+
+// OpenAI's `param` is the field a client error names; `code` tells a prompt past the context.
+TEST(ApiError, ParamAndCode) {
+  const Json field = Json::parse(ErrorBody(
+      ApiErrorFromStatus(FieldError("messages[0].role", "must be ...")), Dialect::kOpenAi));
+  EXPECT_EQ(field["error"]["param"], "messages[0].role");
+  EXPECT_TRUE(field["error"]["code"].is_null());
+  const Json type = Json::parse(ErrorBody(
+      ApiErrorFromStatus(TypeError("max_tokens", "an integer", Json("x"))), Dialect::kOpenAi));
+  EXPECT_EQ(type["error"]["param"], "max_tokens");
+  const Json plain = Json::parse(ErrorBody(
+      ApiErrorFromStatus(InvalidArgument("request body is not valid JSON")), Dialect::kOpenAi));
+  EXPECT_TRUE(plain["error"]["param"].is_null());
+  const ApiError ctx = ApiErrorFromStatus(OutOfRange("the prompt has 9000 tokens; ..."));
+  EXPECT_EQ(ctx.kind, ApiErrorKind::kContextLength);
+  const Json o = Json::parse(ErrorBody(ctx, Dialect::kOpenAi));
+  EXPECT_EQ(o["error"]["code"], "context_length_exceeded");
+  EXPECT_EQ(o["error"]["type"], "invalid_request_error");
+  EXPECT_EQ(HttpStatus(ctx.kind, Dialect::kOpenAi), 400);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@ The binary comes from $KVMEM_BIN (set by ctest), the model is the installed defa
 (SmolLM2-135M-Instruct Q4_1, scripts/setup.sh). Each server gets an ephemeral port (--port 0,
 read back from its start-up line) and the store directory the test chooses.
 """
+import json
 import os
 import re
 import signal
@@ -27,12 +28,13 @@ def skip_without_model():
 class Server:
     """A kvmem serve process. `extra` adds command-line flags."""
 
-    def __init__(self, store, extra=(), threads=2, ctx=4096, model=None):
+    def __init__(self, store, extra=(), threads=2, ctx=4096, model=None, env=None):
         self.store = store
         self.log = tempfile.NamedTemporaryFile(prefix="kvmem-serve-", suffix=".log", delete=False)
         cmd = [BIN, "serve", "-m", model or MODEL, "--port", "0", "--store", store, "-t", str(threads),
                "-c", str(ctx), *extra]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self.log)
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self.log,
+                                     env={**os.environ, **(env or {})})
         self.port = None
         deadline = time.time() + 60
         while time.time() < deadline:
@@ -65,15 +67,23 @@ class Server:
         except urllib.error.HTTPError as e:
             return e.code, e.read().decode()
 
-    def request(self, method, path, body=None, headers=None):
+    def request(self, method, path, body=None, headers=None, with_headers=False):
+        """(status, body text), and the response headers too when with_headers."""
         data = body.encode() if isinstance(body, str) else body
         req = urllib.request.Request(self.url + path, data=data, method=method,
                                      headers=headers or {})
         try:
             with urllib.request.urlopen(req, timeout=60) as r:
-                return r.status, r.read().decode()
+                out = r.status, r.read().decode(), r.headers
         except urllib.error.HTTPError as e:
-            return e.code, e.read().decode()
+            out = e.code, e.read().decode(), e.headers
+        return out if with_headers else out[:2]
+
+    def post_json(self, path, obj, headers=None):
+        """POST a JSON body; (status, parsed reply)."""
+        status, text = self.request("POST", path, json.dumps(obj),
+                                    {"Content-Type": "application/json", **(headers or {})})
+        return status, json.loads(text) if text else None
 
     def kill(self):
         """SIGKILL: no clean-up runs, as in a crash."""

@@ -1,11 +1,24 @@
 // Who an agent is, and where its files live. An agent is named by (tenant, id); both are
-// untrusted (they arrive in HTTP requests), so they are validated here and never used as path
-// components: an agent's directory is the XXH3-128 of tenant + '/' + id in hex, so no id can
-// reach outside the store ("..", "a/b", absolute paths, NUL bytes), collide with another
-// tenant's agent by spelling, or leak its name through a directory listing. '/' cannot occur in
-// either name, so the joined string is unambiguous. Thread-safe: values and pure functions.
+// untrusted (they arrive in HTTP requests) and never used as path components.
+//
+// The id is whatever a client uses to name a user or a conversation: OpenAI's `user`, Anthropic's
+// `metadata.user_id`, the X-Agent-Id header. So any UTF-8 string of 1..256 bytes is an id
+// (e-mail addresses, spaces, '/', non-ASCII), except control characters, which no client means
+// and which would hide an id in logs and `kvmem inspect` tables. The id is kept as sent (the
+// "display id") in the agent's manifest and shown by the API. Tenants come from the server's
+// own configuration (--api-key KEY:TENANT) and keep the narrow alphabet [A-Za-z0-9_.-]{1,64}.
+//
+// An agent's directory is named by a keyed hash: the first 128 bits of
+// HMAC-SHA256(store secret, tenant '/' id) in hex. '/' cannot occur in a tenant, so the joined
+// string is unambiguous; HMAC makes two different keys collide with probability 2^-128 even for
+// a client that chooses them, and the secret (random, kept in the store: agent_store.h) keeps a
+// directory listing from confirming a guessed id, which a plain hash of the id would.
+// Thread-safe: values and pure functions.
 #pragma once
 
+#include <array>
+#include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -13,7 +26,11 @@
 
 namespace kvmem::memory::store {
 
-inline constexpr size_t kMaxAgentNameLen = 64;
+inline constexpr size_t kMaxAgentIdBytes = 256;
+inline constexpr size_t kMaxTenantLen = 64;
+inline constexpr size_t kNameSecretBytes = 32;
+
+using NameSecret = std::array<uint8_t, kNameSecretBytes>;
 
 struct AgentKey {
   std::string tenant;
@@ -21,12 +38,18 @@ struct AgentKey {
   bool operator==(const AgentKey&) const = default;
 };
 
-// `what` names the field in the message ("agent id", "tenant"). InvalidArgument unless name
-// matches [A-Za-z0-9_.-]{1,64} and is not made of dots only ("." ".." "...").
-Status ValidateAgentName(std::string_view what, std::string_view name);
+// InvalidArgument unless tenant matches [A-Za-z0-9_.-]{1,64} and is not made of dots only.
+Status ValidateTenant(std::string_view tenant);
+// InvalidArgument unless id is 1..kMaxAgentIdBytes bytes of valid UTF-8 without control
+// characters (U+0000-U+001F, U+007F-U+009F). Messages start with "agent id".
+Status ValidateAgentId(std::string_view id);
 Status ValidateAgentKey(const AgentKey& key);
 
-// The agent's directory name (32 hex characters). Requires ValidateAgentKey(key).ok().
-std::string AgentDirName(const AgentKey& key);
+// The agent's directory name: 32 lowercase hex characters. Requires ValidateAgentKey(key).ok().
+std::string AgentDirName(const AgentKey& key, const NameSecret& secret);
+
+// The name stores written before the keyed hash gave a directory: XXH3-128 of tenant '/' id.
+// AgentStore::Open renames such directories (agent_store.h); nothing else uses it.
+std::string LegacyAgentDirName(const AgentKey& key);
 
 }  // namespace kvmem::memory::store

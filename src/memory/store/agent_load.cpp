@@ -89,7 +89,7 @@ Status AgentStore::Load(const AgentKey& key, kv::KvSequence* seq, AgentRecord* o
     return FailedPrecondition(where + ": the sequence already holds " +
                               std::to_string(seq->n_rows()) + " rows");
   }
-  const std::string dir_name = AgentDirName(key);
+  const std::string dir_name = state_->DirName(key);
   const std::string dir = state_->AgentDir(dir_name);
   std::shared_ptr<std::mutex> agent_mu = state_->AgentLock(dir_name);
   std::lock_guard<std::mutex> agent_lock(*agent_mu);

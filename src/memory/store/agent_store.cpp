@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -22,6 +23,7 @@ namespace kvmem::memory::store {
 namespace {
 
 constexpr size_t kModelDirHexLen = 16;
+constexpr std::string_view kNameSecretFile = "name-secret";
 
 int64_t NowUnixMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -30,21 +32,45 @@ int64_t NowUnixMs() {
 }
 
 // Makes an agent directory whole again after a crash: temp files and blocks its manifest does
-// not name go; a directory whose first save never wrote a manifest goes entirely.
-Status Recover(const std::string& dir) {
+// not name go; a directory whose first save never wrote a manifest goes entirely. Returns the
+// key its manifest names, if it has a readable one.
+Result<std::optional<AgentKey>> Recover(const std::string& dir) {
   KVMEM_RETURN_IF_ERROR(RemoveLeftoverTemps(dir).status());
   Result<AgentManifest> m = ReadManifest(dir);
   if (m.ok()) {
     RemoveUnreferencedBlocks(dir, m->blocks);
-    return Status::Ok();
+    return std::optional<AgentKey>(std::move(m->key));
   }
-  if (m.status().code() != ErrorCode::kNotFound) return Status::Ok();  // kept for inspection
+  if (m.status().code() != ErrorCode::kNotFound) return std::optional<AgentKey>();  // kept
   KVMEM_ASSIGN_OR_RETURN(std::vector<std::string> names, ListDir(dir));
   for (const std::string& n : names) {
     if (IsBlockFileName(n)) ::unlink((dir + "/" + n).c_str());
   }
   ::rmdir(dir.c_str());  // fails harmlessly if something else lives there
-  return Status::Ok();
+  return std::optional<AgentKey>();
+}
+
+// The store's secret for agent directory names (agent_id.h), created on first use. Called with
+// the model directory's lock held, so two processes never create it at once.
+Result<NameSecret> LoadOrCreateNameSecret(const std::string& model_dir) {
+  std::vector<uint8_t> bytes;
+  Status read = ReadFileNoFollow(model_dir, kNameSecretFile, kNameSecretBytes, &bytes);
+  NameSecret secret{};
+  if (read.ok()) {
+    if (bytes.size() != secret.size()) {
+      return Corrupt("'" + model_dir + "/" + std::string(kNameSecretFile) + "' holds " +
+                     std::to_string(bytes.size()) + " bytes, expected " +
+                     std::to_string(secret.size()));
+    }
+    std::copy(bytes.begin(), bytes.end(), secret.begin());
+    return secret;
+  }
+  if (read.code() != ErrorCode::kNotFound) return read;
+  if (::getrandom(secret.data(), secret.size(), 0) != static_cast<ssize_t>(secret.size())) {
+    return IoError(std::string("getrandom: ") + std::strerror(errno));
+  }
+  KVMEM_RETURN_IF_ERROR(WriteFileAtomic(model_dir, kNameSecretFile, secret));
+  return secret;
 }
 
 uint64_t FileSize(const std::string& path) {
@@ -111,7 +137,7 @@ AgentStore::~AgentStore() = default;
 
 const std::string& AgentStore::model_dir() const { return state_->model_dir; }
 std::string AgentStore::AgentDir(const AgentKey& key) const {
-  return state_->AgentDir(AgentDirName(key));
+  return state_->AgentDir(state_->DirName(key));
 }
 
 Result<AgentStore> AgentStore::Open(StoreOptions options) {
@@ -139,11 +165,29 @@ Result<AgentStore> AgentStore::Open(StoreOptions options) {
   }
   state->options = std::move(options);
 
+  KVMEM_ASSIGN_OR_RETURN(state->name_secret, LoadOrCreateNameSecret(state->model_dir));
+
   KVMEM_RETURN_IF_ERROR(RemoveLeftoverTemps(state->model_dir).status());
   KVMEM_ASSIGN_OR_RETURN(std::vector<std::string> names, ListDir(state->model_dir));
+  bool renamed = false;
   for (const std::string& n : names) {
-    if (IsXxh128Hex(n)) KVMEM_RETURN_IF_ERROR(Recover(state->AgentDir(n)));
+    if (!IsXxh128Hex(n)) continue;
+    KVMEM_ASSIGN_OR_RETURN(std::optional<AgentKey> key, Recover(state->AgentDir(n)));
+    // A directory not under its keyed name was written before names were keyed
+    // (LegacyAgentDirName) or under a secret since lost; its manifest says whose it is, so it
+    // moves to the name Load will look for. A name already taken is left alone: List then
+    // reports the directory as another agent's.
+    if (!key || !ValidateAgentKey(*key).ok()) continue;
+    const std::string want = state->DirName(*key);
+    if (want == n) continue;
+    if (::rename(state->AgentDir(n).c_str(), state->AgentDir(want).c_str()) == 0) {
+      renamed = true;
+    } else if (errno != EEXIST && errno != ENOTEMPTY) {
+      return IoError("rename '" + state->AgentDir(n) + "' to '" + want + "': " +
+                     std::strerror(errno));
+    }
   }
+  if (renamed) KVMEM_RETURN_IF_ERROR(SyncDir(state->model_dir));
   return AgentStore(std::move(state));
 }
 
@@ -175,7 +219,7 @@ Result<SaveStats> AgentStore::Save(const AgentKey& key, const kv::KvSequence& se
   }
   const kv::KvPool& pool = *seq.pool();
   const int block_rows = pool.geometry().block_rows;
-  const std::string dir_name = AgentDirName(key);
+  const std::string dir_name = state_->DirName(key);
   const std::string dir = state_->AgentDir(dir_name);
   std::shared_ptr<std::mutex> agent_mu = state_->AgentLock(dir_name);
   std::lock_guard<std::mutex> agent_lock(*agent_mu);
@@ -224,7 +268,7 @@ Result<SaveStats> AgentStore::Save(const AgentKey& key, const kv::KvSequence& se
 
 Result<MemoryRecord> AgentStore::ReadMemory(const AgentKey& key) const {
   KVMEM_RETURN_IF_ERROR(ValidateAgentKey(key));
-  const std::string dir_name = AgentDirName(key);
+  const std::string dir_name = state_->DirName(key);
   std::shared_ptr<std::mutex> agent_mu = state_->AgentLock(dir_name);
   std::lock_guard<std::mutex> agent_lock(*agent_mu);
   KVMEM_ASSIGN_OR_RETURN(AgentManifest m, ReadManifest(state_->AgentDir(dir_name)));
@@ -239,7 +283,7 @@ Result<std::vector<AgentInfo>> AgentStore::List() const {
     const std::string dir = state_->AgentDir(n);
     AgentInfo info;
     Result<AgentManifest> m = ReadManifest(dir);
-    if (m.ok() && AgentDirName(m->key) != n) {
+    if (m.ok() && state_->DirName(m->key) != n) {
       m = Corrupt("manifest in '" + dir + "' names agent " + AgentLabel(m->key) +
                   ", whose directory is another");
     }
@@ -269,7 +313,7 @@ Result<std::vector<AgentInfo>> AgentStore::List() const {
 
 Status AgentStore::Delete(const AgentKey& key) {
   KVMEM_RETURN_IF_ERROR(ValidateAgentKey(key));
-  const std::string dir_name = AgentDirName(key);
+  const std::string dir_name = state_->DirName(key);
   const std::string dir = state_->AgentDir(dir_name);
   std::shared_ptr<std::mutex> agent_mu = state_->AgentLock(dir_name);
   std::lock_guard<std::mutex> agent_lock(*agent_mu);

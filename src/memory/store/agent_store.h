@@ -3,7 +3,8 @@
 //
 //   <root>/<first 16 hex of the model fingerprint>/   one directory per model
 //     .lock                                           held (flock) by the process that opened it
-//     <agent dir: XXH3-128 of tenant/id, agent_id.h>/
+//     name-secret                                     32 random bytes keying the agent dir names
+//     <agent dir: keyed hash of tenant/id, agent_id.h>/
 //       manifest.json                                 manifest.h: written last, atomically
 //       kv-<xxh3-128>.safetensors                     block_file.h: immutable, content-addressed
 //
@@ -12,7 +13,8 @@
 // never names a rewritten file), then the manifest (the acknowledgement), then removes the
 // files no manifest names. A crash at any point leaves the previous manifest and every file it
 // names intact; Open removes what a crash left behind (temp files, unreferenced blocks,
-// directories without a manifest).
+// directories without a manifest) and moves an agent directory whose name is not its keyed name
+// (stores written before the keyed hash named directories by XXH3-128 of tenant/id) to that name.
 //
 // Load verifies before it uses anything: the manifest's schema and types, that it belongs to
 // the key, the model fingerprint, KV formats and geometry equal to the live pool's, token ids

@@ -22,12 +22,14 @@ struct AgentStore::State {
   StoreOptions options;
   std::string model_dir;
   int lock_fd = -1;
+  NameSecret name_secret{};  // agent_id.h: keys the agent directory names
   std::mutex mu;  // guards agent_locks
   std::map<std::string, std::shared_ptr<std::mutex>> agent_locks;
 
   ~State();
   std::shared_ptr<std::mutex> AgentLock(const std::string& dir_name);
   std::string AgentDir(const std::string& dir_name) const { return model_dir + "/" + dir_name; }
+  std::string DirName(const AgentKey& key) const { return AgentDirName(key, name_secret); }
 };
 
 // "tenant/id" for messages.

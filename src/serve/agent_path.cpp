@@ -1,0 +1,57 @@
+#include "serve/agent_path.h"
+
+#include "serve/request_fields.h"
+
+namespace kvmem::serve {
+namespace {
+
+constexpr std::string_view kPrefix = "/v1/agents/";
+
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+}  // namespace
+
+Result<std::string> PercentDecode(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '%') {
+      out.push_back(s[i]);
+      continue;
+    }
+    const int hi = i + 2 < s.size() ? HexValue(s[i + 1]) : -1;
+    const int lo = hi >= 0 ? HexValue(s[i + 2]) : -1;
+    if (lo < 0) {
+      return InvalidArgument("'%' at offset " + std::to_string(i) +
+                             " is not followed by two hex digits");
+    }
+    out.push_back(static_cast<char>(hi * 16 + lo));
+    i += 2;
+  }
+  return out;
+}
+
+Result<AgentPath> ParseAgentPath(std::string_view target) {
+  std::string_view path = target.substr(0, target.find('?'));
+  if (!path.starts_with(kPrefix)) return NotFound("not an agent path");
+  path.remove_prefix(kPrefix.size());
+  AgentPath out;
+  const size_t slash = path.find('/');
+  std::string_view encoded = path.substr(0, slash);
+  if (slash != std::string_view::npos) {
+    if (path.substr(slash + 1) != "rebuild") return NotFound("not an agent path");
+    out.rebuild = true;
+  }
+  Result<std::string> id = PercentDecode(encoded);
+  if (!id.ok()) return FieldError("path", id.status().message());
+  KVMEM_RETURN_IF_ERROR(ValidateAgentId(*id, "path"));
+  out.id = std::move(*id);
+  return out;
+}
+
+}  // namespace kvmem::serve

@@ -1,0 +1,30 @@
+// The agent a /v1/agents/{id} or /v1/agents/{id}/rebuild path names. An id may hold any
+// character a client uses ('/', '@', spaces, non-ASCII: memory/store/agent_id.h), sent
+// percent-encoded, so the id is read from the request target as sent and decoded once, after the
+// path is split: "/v1/agents/a%2Fb" names the id "a/b" and "/v1/agents/a%2Frebuild" the id
+// "a/rebuild", never the rebuild route of "a". (The HTTP library decodes the path before routing,
+// which would make those two the same.) Thread-safety: pure functions.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "core/status.h"
+
+namespace kvmem::serve {
+
+struct AgentPath {
+  std::string id = {};   // decoded and validated (ValidateAgentId)
+  bool rebuild = false;  // .../rebuild
+};
+
+// target: the request target as received ("/v1/agents/alice%40example.com?x=1"; the query is
+// ignored). NotFound when the path is neither form; InvalidArgument (naming "path") for a bad
+// percent escape or an invalid id.
+Result<AgentPath> ParseAgentPath(std::string_view target);
+
+// RFC 3986 percent-decoding ('+' stays '+', as in any path). InvalidArgument for '%' not followed
+// by two hex digits.
+Result<std::string> PercentDecode(std::string_view s);
+
+}  // namespace kvmem::serve
