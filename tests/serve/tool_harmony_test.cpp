@@ -3,57 +3,33 @@
 // the reader of the model's reply with its special tokens.
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <string>
 #include <vector>
 
 #include "serve/harmony_tools.h"
 #include "serve/openai_api.h"
 #include "serve_test_util.h"
+#include "tool_test_util.h"
 
 namespace kvmem::serve {
 namespace {
 
-Json LoadVectors() {
-  std::ifstream in(std::string(KVMEM_TESTDATA_DIR) + "/tokenizer/harmony_tool_vectors.json");
-  EXPECT_TRUE(in.good());
-  return in.good() ? Json::parse(in) : Json::object();
-}
+using testing::LoadToolVectors;
+using testing::OJson;
+using testing::ToolRequestOf;
+using testing::ToolTurnsOf;
 
-ToolRequest RequestOf(const Json& tools) {
-  ToolRequest r;
-  for (const Json& t : tools) {
-    const Json& fn = t["function"];
-    r.tools.push_back({.name = fn["name"].get<std::string>(),
-                       .description = fn.value("description", ""),
-                       .parameters = fn["parameters"]});
-  }
-  return r;
-}
-
-std::vector<ToolTurn> TurnsOf(const Json& messages) {
-  std::vector<ToolTurn> turns;
-  for (const Json& m : messages) {
-    ToolTurn t{.role = m["role"].get<std::string>()};
-    if (m.contains("content")) t.text = m["content"].get<std::string>();
-    for (const Json& c : m.value("tool_calls", Json::array())) {
-      const Json& fn = c["function"];
-      t.calls.push_back({"call_1", fn["name"].get<std::string>(), fn["arguments"].dump()});
-    }
-    turns.push_back(std::move(t));
-  }
-  return turns;
-}
+OJson LoadVectors() { return LoadToolVectors("harmony_tool_vectors.json"); }
 
 TEST(HarmonyTools, PromptMatchesTheOfficialTemplate) {
-  const Json v = LoadVectors();
+  const OJson v = LoadVectors();
   ASSERT_FALSE(v["cases"].empty());
   tokenizer::ChatTemplate tmpl = tokenizer::ChatTemplateFor(tokenizer::ChatTemplateKind::kHarmony);
   tmpl.harmony_date = "2026-01-15";  // the script's strftime_now
-  const ToolRequest request = RequestOf(v["tools"]);
-  for (const Json& c : v["cases"]) {
+  const ToolRequest request = ToolRequestOf(v["tools"]);
+  for (const OJson& c : v["cases"]) {
     GenerationRequest g;
-    ASSERT_TRUE(ApplyTools(ToolFormat::kHarmony, request, TurnsOf(c["messages"]), &g).ok());
+    ASSERT_TRUE(ApplyTools(ToolFormat::kHarmony, request, ToolTurnsOf(c["messages"]), &g).ok());
     ASSERT_TRUE(g.template_tools.has_value());
     EXPECT_TRUE(g.raw_reply);
     EXPECT_EQ(g.grammar, nullptr);
@@ -64,7 +40,7 @@ TEST(HarmonyTools, PromptMatchesTheOfficialTemplate) {
 }
 
 TEST(HarmonyTools, RefusesWhatTheTemplateCannotSay) {
-  const ToolRequest request = RequestOf(LoadVectors()["tools"]);
+  const ToolRequest request = ToolRequestOf(LoadVectors()["tools"]);
   GenerationRequest g;
   const std::vector<ToolTurn> two = {
       {.role = "user", .text = "x"},

@@ -5,56 +5,32 @@
 
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <string>
 #include <vector>
 
 #include "engine/grammar/matcher.h"
 #include "serve/openai_api.h"
 #include "serve_test_util.h"
+#include "tool_test_util.h"
 #include "tokenizer/llama31_tools.h"
 
 namespace kvmem::serve {
 namespace {
 
-Json LoadVectors() {
-  std::ifstream in(std::string(KVMEM_TESTDATA_DIR) + "/tokenizer/llama31_tool_vectors.json");
-  EXPECT_TRUE(in.good());
-  return in.good() ? Json::parse(in) : Json::object();
-}
+using testing::LoadToolVectors;
+using testing::OJson;
+using testing::ToolRequestOf;
+using testing::ToolTurnsOf;
 
-ToolRequest RequestOf(const Json& tools) {
-  ToolRequest r;
-  for (const Json& t : tools) {
-    const Json& fn = t["function"];
-    r.tools.push_back({.name = fn["name"].get<std::string>(),
-                       .description = fn.value("description", ""),
-                       .parameters = fn["parameters"]});
-  }
-  return r;
-}
-
-std::vector<ToolTurn> TurnsOf(const Json& messages) {
-  std::vector<ToolTurn> turns;
-  for (const Json& m : messages) {
-    ToolTurn t{.role = m["role"].get<std::string>()};
-    if (m.contains("content")) t.text = m["content"].get<std::string>();
-    if (m.contains("tool_calls")) {
-      const Json& fn = m["tool_calls"][0]["function"];
-      t.calls.push_back({"call_1", fn["name"].get<std::string>(), fn["arguments"].dump()});
-    }
-    turns.push_back(std::move(t));
-  }
-  return turns;
-}
+OJson LoadVectors() { return LoadToolVectors("llama31_tool_vectors.json"); }
 
 TEST(Llama31Tools, PromptMatchesTheOfficialTemplates) {
-  const Json v = LoadVectors();
+  const OJson v = LoadVectors();
   ASSERT_FALSE(v["cases"].empty());
-  const ToolRequest request = RequestOf(v["tools"]);
-  for (const Json& c : v["cases"]) {
+  const ToolRequest request = ToolRequestOf(v["tools"]);
+  for (const OJson& c : v["cases"]) {
     GenerationRequest g;
-    ASSERT_TRUE(ApplyTools(ToolFormat::kLlama31, request, TurnsOf(c["messages"]), &g).ok());
+    ASSERT_TRUE(ApplyTools(ToolFormat::kLlama31, request, ToolTurnsOf(c["messages"]), &g).ok());
     ASSERT_TRUE(g.template_tools.has_value());
     EXPECT_EQ(g.grammar, nullptr);  // tool_choice auto: the model may answer in text
     auto text = tokenizer::RenderLlama31WithTools(
@@ -83,12 +59,12 @@ TEST(Llama31Tools, ReadsCallsAndText) {
   EXPECT_EQ(events[0].kind, ToolEvent::Kind::kCallStart);
 
   // The call comes back from the client and is rendered as the model wrote it.
-  const Json v = LoadVectors();
+  const OJson v = LoadVectors();
   GenerationRequest g;
   std::vector<ToolTurn> turns = {{.role = "user", .text = "Weather?"},
                                  {.role = "assistant", .calls = p.complete_calls()},
                                  {.role = "tool", .text = "18 C", .tool_call_id = "x"}};
-  ASSERT_TRUE(ApplyTools(ToolFormat::kLlama31, RequestOf(v["tools"]), turns, &g).ok());
+  ASSERT_TRUE(ApplyTools(ToolFormat::kLlama31, ToolRequestOf(v["tools"]), turns, &g).ok());
   EXPECT_EQ(g.messages[1].content, call);
   EXPECT_EQ(g.messages[2].role, "ipython");
   EXPECT_EQ(g.messages[2].content, "\"18 C\"");
@@ -107,7 +83,7 @@ TEST(Llama31Tools, ReadsCallsAndText) {
 }
 
 TEST(Llama31Tools, RequiredCallsAreHeldToTheSchemas) {
-  ToolRequest r = RequestOf(LoadVectors()["tools"]);
+  ToolRequest r = ToolRequestOf(LoadVectors()["tools"]);
   r.choice.mode = ToolChoiceMode::kRequired;
   GenerationRequest g;
   ASSERT_TRUE(ApplyTools(ToolFormat::kLlama31, r, {{.role = "user", .text = "x"}}, &g).ok());

@@ -4,8 +4,6 @@
 // round trip of a call the model wrote.
 #include <gtest/gtest.h>
 
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -13,57 +11,25 @@
 #include "serve/openai_api.h"
 #include "serve/qwen_tools.h"
 #include "serve_test_util.h"
+#include "tool_test_util.h"
 #include "tokenizer/qwen_tools.h"
 
 namespace kvmem::serve {
 namespace {
 
-using OJson = nlohmann::ordered_json;
+using testing::LoadToolVectors;
+using testing::OJson;
+using testing::ReadTestFile;
+using testing::ToolRequestOf;
+using testing::ToolTurnsOf;
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  EXPECT_TRUE(in.good()) << path;
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-OJson LoadVectors() {
-  return OJson::parse(
-      ReadFile(std::string(KVMEM_TESTDATA_DIR) + "/tokenizer/qwen_tool_vectors.json"));
-}
+OJson LoadVectors() { return LoadToolVectors("qwen_tool_vectors.json"); }
 
 tokenizer::ChatTemplate TemplateOf(const std::string& name) {
-  const std::string source =
-      ReadFile(std::string(KVMEM_TESTDATA_DIR) + "/tokenizer/chat_templates/" + name + ".jinja");
+  const std::string source = ReadTestFile("tokenizer/chat_templates/" + name + ".jinja");
   auto t = tokenizer::DetectChatTemplate(source, "");
   EXPECT_TRUE(t.ok()) << t.status().ToString();
   return t.ok() ? *t : tokenizer::ChatTemplate{};
-}
-
-ToolRequest RequestOf(const OJson& tools) {
-  ToolRequest r;
-  for (const OJson& t : tools) {
-    const OJson& fn = t["function"];
-    r.tools.push_back({.name = fn["name"].get<std::string>(),
-                       .description = fn.value("description", ""),
-                       .parameters = Json::parse(fn["parameters"].dump())});
-  }
-  return r;
-}
-
-std::vector<ToolTurn> TurnsOf(const OJson& messages) {
-  std::vector<ToolTurn> turns;
-  for (const OJson& m : messages) {
-    ToolTurn t{.role = m["role"].get<std::string>()};
-    if (m.contains("content")) t.text = m["content"].get<std::string>();
-    for (const OJson& c : m.value("tool_calls", OJson::array())) {
-      const OJson& fn = c["function"];
-      t.calls.push_back({"call_1", fn["name"].get<std::string>(), fn["arguments"].dump()});
-    }
-    turns.push_back(std::move(t));
-  }
-  return turns;
 }
 
 TEST(QwenTools, TemplatesAreRecognized) {
@@ -79,10 +45,10 @@ TEST(QwenTools, TemplatesAreRecognized) {
 TEST(QwenTools, PromptMatchesTheOfficialTemplates) {
   const OJson v = LoadVectors();
   ASSERT_FALSE(v["cases"].empty());
-  const ToolRequest request = RequestOf(v["tools"]);
+  const ToolRequest request = ToolRequestOf(v["tools"]);
   for (const OJson& c : v["cases"]) {
     GenerationRequest g;
-    ASSERT_TRUE(ApplyTools(ToolFormat::kQwen, request, TurnsOf(c["messages"]), &g).ok());
+    ASSERT_TRUE(ApplyTools(ToolFormat::kQwen, request, ToolTurnsOf(c["messages"]), &g).ok());
     ASSERT_TRUE(g.template_tools.has_value());
     EXPECT_EQ(g.grammar, nullptr);  // tool_choice auto: the model may answer in text
     auto text = tokenizer::RenderQwenWithTools(TemplateOf(c["template"]), g.messages,
@@ -150,7 +116,7 @@ TEST(QwenTools, ACallTheModelWroteRendersByteForByte) {
       {.role = "assistant", .text = "Let me see.", .calls = p.complete_calls()},
       {.role = "tool", .text = "18 C", .tool_call_id = "x"}};
   GenerationRequest g;
-  ASSERT_TRUE(ApplyTools(ToolFormat::kQwen, RequestOf(LoadVectors()["tools"]), turns, &g).ok());
+  ASSERT_TRUE(ApplyTools(ToolFormat::kQwen, ToolRequestOf(LoadVectors()["tools"]), turns, &g).ok());
   // json.dumps with ensure_ascii=False writes the escape as the character itself.
   EXPECT_EQ(g.messages[1].content, "Let me see.\n" + call.substr(0, call.find("\\u00ed")) +
                                        "\u00ed" + call.substr(call.find("\\u00ed") + 6));
@@ -162,7 +128,7 @@ TEST(QwenTools, ACallTheModelWroteRendersByteForByte) {
 }
 
 TEST(QwenTools, RequiredCallsAreHeldToTheSchemas) {
-  ToolRequest r = RequestOf(LoadVectors()["tools"]);
+  ToolRequest r = ToolRequestOf(LoadVectors()["tools"]);
   r.choice.mode = ToolChoiceMode::kRequired;
   GenerationRequest g;
   ASSERT_TRUE(ApplyTools(ToolFormat::kQwen, r, {{.role = "user", .text = "x"}}, &g).ok());

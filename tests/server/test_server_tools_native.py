@@ -39,24 +39,28 @@ SCHEMAS = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
 MAX_TOKENS = 600  # random weights fill the JSON grammar's whitespace, a token per byte
 
 
+def start_tiny_server(cls, arch, template):
+    """A server over a tiny random `arch` file carrying the template tests/data has as
+    `template`.jinja; sets cls.dir, cls.server, cls.client."""
+    cls.dir = tempfile.TemporaryDirectory()
+    model = os.path.join(cls.dir.name, arch + ".gguf")
+    with open(os.path.join(TEMPLATES, template + ".jinja"), encoding="utf-8") as f:
+        write_tiny_gguf(arch, model, wtype="F32", dim=256, chat_template=f.read())
+    cls.server = server_util.Server(os.path.join(cls.dir.name, "store"), model=model, ctx=4096)
+    cls.client = openai.OpenAI(base_url=cls.server.url + "/v1", api_key="unused", max_retries=0)
+
+
+def stop_tiny_server(cls):
+    cls.server.stop()
+    cls.dir.cleanup()
+
+
 class NativeFormat:
     """The checks, for a server whose model's template has the tool format under test."""
     arch = template = None
 
-    @classmethod
-    def setUpClass(cls):
-        cls.dir = tempfile.TemporaryDirectory()
-        model = os.path.join(cls.dir.name, cls.arch + ".gguf")
-        with open(os.path.join(TEMPLATES, cls.template + ".jinja"), encoding="utf-8") as f:
-            write_tiny_gguf(cls.arch, model, wtype="F32", dim=256, chat_template=f.read())
-        cls.server = server_util.Server(os.path.join(cls.dir.name, "store"), model=model, ctx=2048)
-        cls.client = openai.OpenAI(base_url=cls.server.url + "/v1", api_key="unused",
-                                   max_retries=0)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.server.stop()
-        cls.dir.cleanup()
+    setUpClass = classmethod(lambda cls: start_tiny_server(cls, cls.arch, cls.template))
+    tearDownClass = classmethod(lambda cls: stop_tiny_server(cls))
 
     def create(self, **kw):
         kw = {"max_tokens": MAX_TOKENS, **kw}
@@ -122,20 +126,8 @@ class HarmonyFormat(unittest.TestCase):
     return in the template's format (tests/serve/tool_harmony_test.cpp checks the text and the
     reader of replies)."""
 
-    @classmethod
-    def setUpClass(cls):
-        cls.dir = tempfile.TemporaryDirectory()
-        model = os.path.join(cls.dir.name, "gpt-oss.gguf")
-        with open(os.path.join(TEMPLATES, "gpt-oss.jinja"), encoding="utf-8") as f:
-            write_tiny_gguf("gpt-oss", model, wtype="F32", dim=256, chat_template=f.read())
-        cls.server = server_util.Server(os.path.join(cls.dir.name, "store"), model=model, ctx=4096)
-        cls.client = openai.OpenAI(base_url=cls.server.url + "/v1", api_key="unused",
-                                   max_retries=0)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.server.stop()
-        cls.dir.cleanup()
+    setUpClass = classmethod(lambda cls: start_tiny_server(cls, "gpt-oss", "gpt-oss"))
+    tearDownClass = classmethod(lambda cls: stop_tiny_server(cls))
 
     def test_tools_and_results_are_rendered(self):
         msgs = [{"role": "user", "content": "Weather?"}]
