@@ -13,9 +13,8 @@ all=(gguf_fuzz safetensors_block_fuzz manifest_fuzz api_request_fuzz gbnf_fuzz j
 targets=("$@")
 [ ${#targets[@]} -eq 0 ] && targets=("${all[@]}")
 
-# Per target: dictionary and largest input. Block files of the fuzz pools are ~13 KB.
-declare -A dict=([gguf_fuzz]=gguf [manifest_fuzz]=manifest [api_request_fuzz]=api_request
-                 [gbnf_fuzz]=gbnf [json_schema_fuzz]=json_schema)
+# Per target: the largest input (block files of the fuzz pools are ~13 KB); each target's
+# dictionary is fuzz/<target without _fuzz>.dict.
 declare -A max_len=([gguf_fuzz]=4096 [safetensors_block_fuzz]=32768 [manifest_fuzz]=4096
                     [api_request_fuzz]=4096 [gbnf_fuzz]=2048 [json_schema_fuzz]=2048)
 
@@ -39,19 +38,19 @@ for t in "${targets[@]}"; do
   corpus="build-fuzz/corpus/$t"
   log="build-fuzz/logs/$t.log"
   mkdir -p "$corpus"
-  args=(-max_total_time="$seconds" -max_len="${max_len[$t]}" -timeout=10 -rss_limit_mb=2048
-        -print_final_stats=1 -artifact_prefix="build-fuzz/findings/$t-")
-  [ -n "${dict[$t]:-}" ] && args+=(-dict="fuzz/${dict[$t]}.dict")
+  args=(-max_total_time="$seconds" -max_len="${max_len[$t]}" -dict="fuzz/${t%_fuzz}.dict"
+        -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
+        -artifact_prefix="build-fuzz/findings/$t-")
   echo "== $t: ${seconds}s"
   status=0
   # shellcheck disable=SC2046
   "build-fuzz/fuzz/$t" "${args[@]}" "$corpus" $(seed_dirs "$t") >"$log" 2>&1 || status=$?
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log")
-  cov=$(grep -o 'cov: [0-9]* ft: [0-9]*' "$log" | tail -1)
-  units=$(find "$corpus" -type f | wc -l)
+  cov=$(grep -o 'cov: [0-9]* ft: [0-9]*' "$log" | tail -1 || true)
+  units=$(grep -o 'corp: [0-9]*' "$log" | tail -1 | cut -d' ' -f2 || true)
   findings=$(find build-fuzz/findings -name "$t-*" -type f | wc -l)
-  rows+=("| $t | $seconds | ${execs:-?} | ${rate:-?} | ${cov:-?} | $units | $findings |")
+  rows+=("| $t | $seconds | ${execs:-?} | ${rate:-?} | ${cov:-?} | ${units:-?} | $findings |")
   if [ "$status" -ne 0 ]; then
     tail -60 "$log"
     echo "fuzz: $t failed (exit $status); log $log, input in build-fuzz/findings/" >&2
