@@ -60,8 +60,13 @@ kvmem::Result<std::string> SaveAgent(AgentStore& store, const BlockConfig& c,
 }
 
 int Run(const std::filesystem::path& out) {
-  const std::filesystem::path root =
-      std::filesystem::temp_directory_path() / ("kvmem-store-seeds-" + std::to_string(getpid()));
+  // The store the agents are saved in, removed on every way out.
+  struct TempRoot {
+    std::filesystem::path path =
+        std::filesystem::temp_directory_path() / ("kvmem-store-seeds-" + std::to_string(getpid()));
+    ~TempRoot() { std::filesystem::remove_all(path); }
+  } temp;
+  const std::filesystem::path& root = temp.path;
   auto opened =
       AgentStore::Open({root.string(), kvmem::fuzz::FuzzFingerprint(), kvmem::fuzz::kFuzzVocab});
   if (!opened.ok()) {
@@ -100,7 +105,6 @@ int Run(const std::filesystem::path& out) {
       ++written;
     }
   }
-  std::filesystem::remove_all(root);
   std::printf("wrote %d seeds to %s\n", written, out.c_str());
   return 0;
 }
