@@ -7,6 +7,8 @@
 #   scripts/test.sh --quick    release build only, no sanitizer pass
 #   scripts/test.sh --long     release build, then the long tests only (tests/long/: whole
 #                              evaluations, minutes each; they need Gemma-3 270M, fetched here)
+#                              and every libFuzzer target for FUZZ_SECONDS each (default 600)
+# The default run ends with every libFuzzer target for 20 s (scripts/fuzz.sh, fuzz/README.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 KVMEM_HOME="${KVMEM_HOME:-$HOME/.cache/kvmem}"
@@ -21,6 +23,7 @@ cmake --build build -j"$jobs"
 if [ "${1:-}" = "--long" ]; then
   scripts/install_deps.sh --model gemma3-270m >/dev/null
   (cd build && ctest --output-on-failure -V -L long)
+  scripts/fuzz.sh "${FUZZ_SECONDS:-600}"
   echo "long tests passed"
   exit 0
 fi
@@ -34,5 +37,7 @@ if [ "${1:-}" != "--quick" ]; then
   # Unit tests only: the oracle and server runs are slow under sanitizers (whole models) and
   # cover code paths the unit tests run too.
   (cd build-asan && ctest --output-on-failure -j"$jobs" -E '^(oracle|server|scripts|long)_')
+  # Hostile input: each libFuzzer target for a short run over its corpus (clang build tree).
+  scripts/fuzz.sh 20
 fi
 echo "all tests passed"

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -175,6 +176,29 @@ TEST_F(CorruptStoreTest, HeaderBitFlipsWithMatchingManifest) {
 }
 
 // A failure after blocks with released layers were applied still leaves nothing behind.
+// Positions are data bytes, so a consistent manifest lets any through the checksum. A run
+// ending at INT64_MAX followed by another run overflowed the view's contiguity check on load
+// (fuzz/safetensors_block_fuzz.cpp); positions past +-2^62 are refused before the pool sees them.
+TEST_F(CorruptStoreTest, PositionsNearTheInt64LimitAreRefused) {
+  const std::string full = Read(BlockName(1));  // rows 8..11; "positions" is the last tensor
+  const int64_t kMax = std::numeric_limits<int64_t>::max();
+  for (const std::vector<int64_t>& positions :
+       {std::vector<int64_t>{8, kMax, 5, 6}, std::vector<int64_t>{8, 9, 10, kMax},
+        std::vector<int64_t>{8, int64_t{1} << 62, 0, 1},
+        std::vector<int64_t>{8, -(int64_t{1} << 62), 0, 1}}) {
+    std::string f = full;
+    std::memcpy(f.data() + f.size() - 32, positions.data(), 32);
+    ReplaceBlockConsistently(1, f);
+    ExpectLoadError(ErrorCode::kCorrupt, "is outside (-2^62, 2^62)");
+    RestoreManifest();
+  }
+  const std::vector<int64_t> far = {8, (int64_t{1} << 62) - 1, -(int64_t{1} << 62) + 1, 1};
+  std::string f = full;
+  std::memcpy(f.data() + f.size() - 32, far.data(), 32);
+  ReplaceBlockConsistently(1, f);
+  EXPECT_TRUE(Load().ok());
+}
+
 TEST_F(CorruptStoreTest, FailureAfterReleasedLayersLeavesNoTrace) {
   kv::KvPool pool(Geometry(), 4);
   kv::KvSequence seq(&pool);

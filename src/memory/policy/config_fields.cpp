@@ -90,7 +90,9 @@ Result<Json> ReadConfig(std::string_view policy, std::span<const ConfigField> fi
                         const Json& config, const Json& base) {
   const std::string who = std::string(policy) + " config";
   if (!config.is_object()) return InvalidArgument(who + " must be a JSON object");
-  for (const auto& [key, value] : config.items()) {
+  for (const auto& item : config.items()) {
+    // A plain name, not a structured binding: clang 14 (the fuzz build) cannot capture those.
+    const std::string& key = item.key();
     const bool known = std::any_of(fields.begin(), fields.end(),
                                    [&](const ConfigField& f) { return f.name == key; });
     if (!known) {

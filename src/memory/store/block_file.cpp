@@ -16,6 +16,11 @@ static_assert(std::endian::native == std::endian::little,
               "block files hold the pool's bytes as-is: little-endian hosts only");
 
 constexpr int kGroup = kernels::kKiviGroupRows;
+// Stored positions lie in (-2^62, 2^62). Real ones are below a context length (< 2^31); the
+// bound leaves the kv layer and the policies room for a run's end and the next turn's positions
+// (pos + rows) in int64. A block whose positions ran up to INT64_MAX overflowed
+// KvView::AppendTo on load (found by fuzz/safetensors_block_fuzz.cpp).
+constexpr int64_t kMaxAbsPosition = int64_t{1} << 62;
 constexpr std::string_view kBlockFormat = "kvmem-kv-block";
 constexpr std::string_view kBlockVersion = "1";
 
@@ -245,8 +250,11 @@ Result<DecodedBlock> DecodeBlock(std::span<const uint8_t> file, const BlockEntry
     return Corrupt("block positions start at " + std::to_string(d.positions[0]) +
                    ", the manifest says first_pos " + std::to_string(entry.first_pos));
   }
-  if (std::find(d.positions.begin(), d.positions.end(), kv::kNoPosition) != d.positions.end()) {
-    return Corrupt("block positions hold the no-position marker");
+  for (int64_t p : d.positions) {
+    if (p == kv::kNoPosition) return Corrupt("block positions hold the no-position marker");
+    if (p <= -kMaxAbsPosition || p >= kMaxAbsPosition) {
+      return Corrupt("block position " + std::to_string(p) + " is outside (-2^62, 2^62)");
+    }
   }
   return d;
 }
