@@ -72,7 +72,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   Check(memory::store::ValidateAgentKey(m->key).ok());
-  Check(memory::store::IsXxh128Hex(memory::store::AgentDirName(m->key)));
+  static const memory::store::NameSecret kSecret{};  // any secret: the name's shape is checked
+  Check(memory::store::IsXxh128Hex(memory::store::AgentDirName(m->key, kSecret)));
 
   Result<memory::store::AgentManifest> back =
       memory::store::ParseManifest(memory::store::ManifestToJson(*m));

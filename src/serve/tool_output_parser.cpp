@@ -1,5 +1,7 @@
-// ToolOutputParser (tool_calls.h): a small state machine over the one spelling the grammar lets
-// the model write, {"response":"…"} or {"tool_calls":[{"name":"…","arguments":{…}},…]}.
+// ToolOutputParser (tool_calls.h): small state machines over what the model writes: in the
+// generic format, the one spelling the grammar lets it write, {"response":"…"} or
+// {"tool_calls":[{"name":"…","arguments":{…}},…]}; Llama 3.1's call JSON; Qwen's <tool_call>
+// blocks. Harmony's replies are read by HarmonyToolReader (serve/harmony_tools.h).
 #include <algorithm>
 #include <cstdint>
 
