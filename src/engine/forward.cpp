@@ -62,8 +62,8 @@ void AddRows(std::vector<model::RowRange>* ranges, std::span<const kv::RowRef> r
 
 }  // namespace
 
-Status ForwardPass::Begin(const Batch& batch, kv::KvSequence* seq) {
-  const model::ModelSpec& spec = model_.spec();
+Status PlaceBatch(const model::ModelSpec& spec, const Batch& batch, kv::KvSequence* seq,
+                  std::vector<kv::RowRef>* placed) {
   const size_t n = batch.tokens.size();
   if (n == 0) return InvalidArgument("empty batch");
   if (batch.positions.size() != n) {
@@ -106,7 +106,7 @@ Status ForwardPass::Begin(const Batch& batch, kv::KvSequence* seq) {
       }
     }
   }
-  rows_before_ = seq->n_rows();
+  const int64_t rows_before = seq->n_rows();
   std::vector<kv::RowRef> rows = batch.rows;
   if (rows.empty()) {
     // Appended in runs of consecutive positions, so positions may jump.
@@ -116,7 +116,7 @@ Status ForwardPass::Begin(const Batch& batch, kv::KvSequence* seq) {
       while (j < n && batch.positions[j] == batch.positions[j - 1] + 1) ++j;
       auto part = seq->AppendRows(static_cast<int>(j - i), batch.positions[i]);
       if (!part.ok()) {
-        seq->Truncate(rows_before_);
+        seq->Truncate(rows_before);
         return part.status();
       }
       rows.insert(rows.end(), part->begin(), part->end());
@@ -125,11 +125,21 @@ Status ForwardPass::Begin(const Batch& batch, kv::KvSequence* seq) {
   }
   for (const kv::RowRef& r : rows) {
     if (!seq->pool()->has_all_layers(r.block)) {
-      seq->Truncate(rows_before_);
+      seq->Truncate(rows_before);
       return FailedPrecondition("block " + std::to_string(r.block) +
                                 " lost sliding-window layer storage; its rows cannot be written");
     }
   }
+  *placed = std::move(rows);
+  return Status::Ok();
+}
+
+Status ForwardPass::Begin(const Batch& batch, kv::KvSequence* seq) {
+  const model::ModelSpec& spec = model_.spec();
+  const size_t n = batch.tokens.size();
+  rows_before_ = seq->n_rows();
+  std::vector<kv::RowRef> rows;
+  KVMEM_RETURN_IF_ERROR(PlaceBatch(spec, batch, seq, &rows));
   seq_ = seq;
   tokens_ = batch.tokens;
   positions_ = batch.positions;
@@ -141,14 +151,19 @@ Status ForwardPass::Begin(const Batch& batch, kv::KvSequence* seq) {
   next_layer_ = 0;
   scratch_.Resize(spec, static_cast<int>(n));
   x_.resize(n * spec.n_embd);
-  const auto& w = model_.weights();
-  for (size_t t = 0; t < n; ++t) {
-    kernels::DequantizeRow(w.tok_embd, tokens_[t], x_.data() + t * spec.n_embd);
-  }
-  if (spec.embd_scale != 1.0f) {
-    for (float& v : x_) v *= spec.embd_scale;
-  }
+  Embed(model_, tokens_, x_.data());
   return Status::Ok();
+}
+
+void Embed(const model::Model& model, std::span<const int32_t> tokens, float* x) {
+  const model::ModelSpec& spec = model.spec();
+  for (size_t t = 0; t < tokens.size(); ++t) {
+    float* row = x + t * spec.n_embd;
+    kernels::DequantizeRow(model.weights().tok_embd, tokens[t], row);
+    if (spec.embd_scale != 1.0f) {
+      for (int i = 0; i < spec.n_embd; ++i) row[i] *= spec.embd_scale;
+    }
+  }
 }
 
 void ForwardPass::StepLayer() {
@@ -210,23 +225,28 @@ Status ForwardPass::KeepTokens(std::span<const int> indices) {
 
 void ForwardPass::Finish(std::vector<float>* logits) {
   assert(done());
-  const model::ModelSpec& spec = model_.spec();
-  const auto& w = model_.weights();
   const int n = static_cast<int>(tokens_.size());
   const int first = all_logits_ ? 0 : n - 1;
-  const int n_out = n - first;
-  std::vector<float>& xn = scratch_.xn;
-  for (int t = first; t < n; ++t) {
-    kernels::Ops().rms_norm(x_.data() + static_cast<size_t>(t) * spec.n_embd, w.output_norm.data(),
-                            xn.data() + static_cast<size_t>(t - first) * spec.n_embd, spec.n_embd,
+  OutputLogits(model_, x_.data() + static_cast<size_t>(first) * model_.spec().n_embd, n - first,
+               &scratch_.xn, logits, pool_);
+  if (!persist_) seq_->Truncate(rows_before_);
+}
+
+void OutputLogits(const model::Model& model, const float* x, int n, std::vector<float>* xn,
+                  std::vector<float>* logits, ThreadPool* pool) {
+  const model::ModelSpec& spec = model.spec();
+  const auto& w = model.weights();
+  xn->resize(std::max(xn->size(), static_cast<size_t>(n) * spec.n_embd));
+  for (int t = 0; t < n; ++t) {
+    const size_t off = static_cast<size_t>(t) * spec.n_embd;
+    kernels::Ops().rms_norm(x + off, w.output_norm.data(), xn->data() + off, spec.n_embd,
                             spec.rms_eps);
   }
-  logits->resize(static_cast<size_t>(n_out) * spec.n_vocab);
-  kernels::MatMul(w.output, xn.data(), n_out, logits->data(), pool_);
+  logits->resize(static_cast<size_t>(n) * spec.n_vocab);
+  kernels::MatMul(w.output, xn->data(), n, logits->data(), pool);
   if (const float cap = spec.final_logit_softcap; cap > 0.0f) {
     for (float& v : *logits) v = cap * std::tanh(v / cap);
   }
-  if (!persist_) seq_->Truncate(rows_before_);
 }
 
 Status Forward(const model::Model& model, ThreadPool* pool, kv::KvSequence* seq,

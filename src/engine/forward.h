@@ -114,6 +114,17 @@ class ForwardPass {
   int next_layer_ = 0;
 };
 
+// The pieces of a pass that ForwardPass and ForwardMany (forward_many.h) share.
+// Checks `batch` against seq (token ids, rows, released sliding-window rows) and places its rows:
+// the given ones, or rows appended to seq at the batch's positions (removed again on error).
+Status PlaceBatch(const model::ModelSpec& spec, const Batch& batch, kv::KvSequence* seq,
+                  std::vector<kv::RowRef>* placed);
+// x (tokens.size(), n_embd) = the tokens' embeddings, scaled as the family does.
+void Embed(const model::Model& model, std::span<const int32_t> tokens, float* x);
+// logits (n, n_vocab) = LM head of the final norm of x (n, n_embd); xn is scratch.
+void OutputLogits(const model::Model& model, const float* x, int n, std::vector<float>* xn,
+                  std::vector<float>* logits, ThreadPool* pool);
+
 // Gives back the rows of seq's sliding-window layers that no token at position >= next can read
 // (kv::KvSequence::ReleaseLayerThrough): what a persistent pass does after itself when the
 // sequence's window release is on, and what a caller that turned it off (to keep a turn

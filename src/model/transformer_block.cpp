@@ -70,10 +70,12 @@ void ProjectQkv(const ModelSpec& spec, int layer, const LayerWeights& w, const f
 }
 
 void StoreKv(const ModelSpec& spec, int layer, const BlockScratch& s,
-             std::span<const kv::RowRef> rows, std::span<const int64_t> positions, kv::KvPool& kv) {
-  for (int t = 0; t < s.n_tokens; ++t) {
-    kv.WriteToken(rows[t], layer, s.k.data() + static_cast<size_t>(t) * spec.k_dim(),
-                  s.v.data() + static_cast<size_t>(t) * spec.v_dim());
+             std::span<const kv::RowRef> rows, std::span<const int64_t> positions, kv::KvPool& kv,
+             int first_token) {
+  assert(static_cast<size_t>(first_token) + rows.size() <= static_cast<size_t>(s.n_tokens));
+  for (size_t t = 0; t < rows.size(); ++t) {
+    const size_t i = static_cast<size_t>(first_token) + t;
+    kv.WriteToken(rows[t], layer, s.k.data() + i * spec.k_dim(), s.v.data() + i * spec.v_dim());
     if (layer == 0) kv.set_rotated_pos(rows[t], positions[t]);
   }
 }
@@ -174,12 +176,12 @@ int64_t ChunkRows(int64_t rows) {
 // (token, KV head) pairs.
 void AttendGrouped(const ModelSpec& spec, int layer, const kv::KvView& view, const kv::KvPool& kv,
                    const Visibility& vis, std::span<const float> sinks, BlockScratch& s,
-                   ThreadPool* pool) {
+                   ThreadPool* pool, int first_token) {
   const int group = spec.n_heads / spec.n_kv_heads;
   const int hd = spec.head_dim_k;
   const float scale = spec.attn_scale();
   const int window = spec.layers[layer].sliding_window;
-  const int64_t n_pairs = static_cast<int64_t>(s.n_tokens) * spec.n_kv_heads;
+  const int64_t n_pairs = static_cast<int64_t>(vis.positions.size()) * spec.n_kv_heads;
   std::vector<std::vector<kernels::KvSpan>> spans(n_pairs);
   std::vector<int64_t> first_chunk(n_pairs + 1, 0), chunk_rows(n_pairs);
   for (int64_t p = 0; p < n_pairs; ++p) {
@@ -191,11 +193,13 @@ void AttendGrouped(const ModelSpec& spec, int layer, const kv::KvView& view, con
     first_chunk[p + 1] =
         first_chunk[p] + std::max<int64_t>(1, (rows + chunk_rows[p] - 1) / chunk_rows[p]);
   }
+  const float* q = s.q.data() + static_cast<size_t>(first_token) * spec.q_dim();
+  float* attn = s.attn.data() + static_cast<size_t>(first_token) * spec.n_heads * hd;
   auto q_of = [&](int64_t p) {
-    return s.q.data() + static_cast<size_t>(p / spec.n_kv_heads) * spec.q_dim() +
+    return q + static_cast<size_t>(p / spec.n_kv_heads) * spec.q_dim() +
            static_cast<size_t>(p % spec.n_kv_heads) * group * hd;
   };
-  auto out_of = [&](int64_t p) { return s.attn.data() + (static_cast<size_t>(p) * group) * hd; };
+  auto out_of = [&](int64_t p) { return attn + (static_cast<size_t>(p) * group) * hd; };
   const size_t stride = static_cast<size_t>(group) * (hd + 2);
   auto chunk = [&](int64_t p, int64_t c, std::vector<kernels::KvSpan>* slice, Partial out) {
     SliceSpans(spans[p], c * chunk_rows[p], (c + 1) * chunk_rows[p], slice);
@@ -258,15 +262,16 @@ void AttendGrouped(const ModelSpec& spec, int layer, const kv::KvView& view, con
 
 void Attend(const ModelSpec& spec, int layer, const kv::KvView& view, const kv::KvPool& kv,
             const Visibility& vis, std::span<const float> sinks, BlockScratch& s,
-            ThreadPool* pool) {
+            ThreadPool* pool, int first_token) {
   const int group = spec.n_heads / spec.n_kv_heads;
   const int hk = spec.head_dim_k, hv = spec.head_dim_v;
   assert(hk == hv);  // the attention kernels read K and V rows of one head size
   const float scale = spec.attn_scale();
   const int window = spec.layers[layer].sliding_window;
-  const int n = s.n_tokens;
+  const int n = static_cast<int>(vis.positions.size());
+  assert(first_token + n <= s.n_tokens);
   if (kv.AttendPartialSupported() && spec.n_heads % spec.n_kv_heads == 0) {
-    return AttendGrouped(spec, layer, view, kv, vis, sinks, s, pool);
+    return AttendGrouped(spec, layer, view, kv, vis, sinks, s, pool, first_token);
   }
   // One task per (token, head) for balance at decode (few heads, two threads); collecting the
   // spans again per head is O(runs), small next to reading the rows.
@@ -276,8 +281,9 @@ void Attend(const ModelSpec& spec, int layer, const kv::KvView& view, const kv::
       const int t = static_cast<int>(i / spec.n_heads);
       const int h = static_cast<int>(i % spec.n_heads);
       CollectVisible(view, kv, layer, h / group, window, vis, t, &spans, nullptr);
-      const float* q = s.q.data() + static_cast<size_t>(t) * spec.q_dim() + h * hk;
-      float* out = s.attn.data() + (static_cast<size_t>(t) * spec.n_heads + h) * hv;
+      const size_t row = static_cast<size_t>(first_token) + t;
+      const float* q = s.q.data() + row * spec.q_dim() + h * hk;
+      float* out = s.attn.data() + (row * spec.n_heads + h) * hv;
       kv.Attend(q, spans.data(), static_cast<int>(spans.size()), scale, out,
                 sinks.empty() ? -std::numeric_limits<float>::infinity() : sinks[h]);
     }

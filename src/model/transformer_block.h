@@ -52,8 +52,11 @@ struct BlockScratch {
 void ProjectQkv(const ModelSpec& spec, int layer, const LayerWeights& w, const float* x,
                 std::span<const int64_t> positions, BlockScratch& s, ThreadPool* pool);
 
+// Stores the K/V of scratch tokens [first_token, first_token + rows.size()) in `rows`
+// (a batch of several sequences stores each sequence's tokens in its own pool).
 void StoreKv(const ModelSpec& spec, int layer, const BlockScratch& s,
-             std::span<const kv::RowRef> rows, std::span<const int64_t> positions, kv::KvPool& kv);
+             std::span<const kv::RowRef> rows, std::span<const int64_t> positions, kv::KvPool& kv,
+             int first_token = 0);
 
 // Rows [first_row, first_row + n_rows) of one block.
 struct RowRange {
@@ -76,10 +79,11 @@ void CollectVisible(const kv::KvView& view, const kv::KvPool& kv, int layer, int
                     const Visibility& vis, int t, std::vector<kernels::KvSpan>* spans,
                     std::vector<RowRange>* ranges);
 
+// Attention of scratch tokens [first_token, first_token + vis.positions.size()) over `view`.
 // sinks: the layer's attention sinks, one per query head (LayerWeights::attn_sinks), or empty.
 void Attend(const ModelSpec& spec, int layer, const kv::KvView& view, const kv::KvPool& kv,
             const Visibility& vis, std::span<const float> sinks, BlockScratch& s,
-            ThreadPool* pool);
+            ThreadPool* pool, int first_token = 0);
 
 void OutputAndFfn(const ModelSpec& spec, const LayerWeights& w, float* x, BlockScratch& s,
                   ThreadPool* pool);
