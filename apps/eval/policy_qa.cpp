@@ -24,7 +24,8 @@ Result<std::unique_ptr<EvalAgent>> EvalAgent::Create(const model::Model& model,
   env.model = &model;
   env.tok = &tok;
   env.threads = threads;
-  env.compute_mu = &a->compute_mu_;
+  a->batcher_ = std::make_unique<engine::StepBatcher>(model, threads, engine::StepBatcher::Options{});
+  env.compute = a->batcher_.get();
   env.n_ctx = model.spec().n_ctx_train;
   env.max_history_tokens = options.max_history_tokens;
   env.model_fingerprint = options.model_fingerprint;

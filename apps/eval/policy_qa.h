@@ -71,7 +71,7 @@ class EvalAgent {
                                         std::vector<float>* logits);
 
   const tokenizer::Tokenizer* tok_ = nullptr;
-  std::mutex compute_mu_;
+  std::unique_ptr<engine::StepBatcher> batcher_;
   memory::PolicyEnv env_;
   memory::MemorySpec spec_;
   std::unique_ptr<kv::KvPool> pool_;

@@ -93,6 +93,7 @@ Status StepBatcher::Forward(kv::KvSequence* seq, std::span<const int32_t> tokens
                                           StepStats::kBucketMax.end(), n_seq);
     ++stats_.steps_by_sequences[bucket - StepStats::kBucketMax.begin()];
     ++stats_.steps;
+    stats_.sequences += n_seq;
     stats_.tokens += tokens_in_step;
     stats_.step_seconds += seconds;
     stepping_ = false;

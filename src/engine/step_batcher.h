@@ -48,6 +48,7 @@ struct StepStats {
   static constexpr std::array<int, 7> kBucketMax = {1, 2, 4, 8, 16, 32, 1 << 30};
   std::array<int64_t, 7> steps_by_sequences = {};
   int64_t steps = 0;
+  int64_t sequences = 0;      // pieces, all steps (sequences per step = sequences / steps)
   int64_t tokens = 0;         // decode tokens + prompt tokens, all steps
   int64_t decode_tokens = 0;  // pieces of one token
   double step_seconds = 0;    // time in steps, all steps
@@ -85,6 +86,8 @@ class StepBatcher {
 
   // The model and threads to oneself: no step runs while the lock is held.
   std::unique_lock<std::mutex> Exclusive() { return std::unique_lock<std::mutex>(compute_mu_); }
+  // The mutex Exclusive() holds, for code that takes a std::mutex* around its passes.
+  std::mutex& mutex() { return compute_mu_; }
 
   StepStats stats() const;
   const model::Model& model() const { return model_; }

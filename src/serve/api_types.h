@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "engine/grammar/grammar.h"
+#include "engine/step_batcher.h"
 #include "memory/agents/tier.h"
 #include "tokenizer/chat_template.h"
 
@@ -204,6 +205,7 @@ struct BackendStats {
   int64_t agents_hot = 0;       // agents with their cache resident
   int64_t agents_stored = 0;    // agents with a cache in the store
   int64_t queued_requests = 0;  // admitted requests waiting for their agent or a batch slot
+  engine::StepStats steps;      // the batched forward steps so far
 };
 
 const char* FinishReasonName(FinishReason reason);  // "end_turn", "stop_sequence", …

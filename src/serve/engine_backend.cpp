@@ -254,6 +254,7 @@ BackendStats EngineBackend::stats() const {
   b.agents_hot = s.agents_hot;
   b.agents_stored = s.agents_stored;
   b.queued_requests = s.waiting_turns;
+  b.steps = s.steps;
   return b;
 }
 

@@ -108,6 +108,37 @@ void ServerMetrics::RecordGeneration(const GenerationResult& result,
   duration_.Observe(timing.end_s);
 }
 
+namespace {
+
+// The batched forward steps (engine/step_batcher.h): how many, how full, how long.
+void RenderSteps(const engine::StepStats& s, std::string* out) {
+  Scalar("kvmem_batch_steps_total", "counter",
+         "Forward steps, each one pass over every decoding sequence and a prompt chunk.",
+         static_cast<double>(s.steps), out);
+  Scalar("kvmem_batch_tokens_total", "counter", "Tokens through the forward steps.",
+         static_cast<double>(s.tokens), out);
+  Scalar("kvmem_batch_decode_tokens_total", "counter",
+         "Decode tokens through the forward steps (the rest are prompt chunks).",
+         static_cast<double>(s.decode_tokens), out);
+  Scalar("kvmem_batch_step_seconds_total", "counter", "Time spent in forward steps.",
+         s.step_seconds, out);
+  Scalar("kvmem_batch_waiting", "gauge", "Forward calls waiting for a step now.",
+         static_cast<double>(s.waiting), out);
+  Header("kvmem_batch_sequences", "histogram", "Sequences per forward step.", out);
+  int64_t cumulative = 0;
+  for (size_t i = 0; i < s.steps_by_sequences.size(); ++i) {
+    cumulative += s.steps_by_sequences[i];
+    const bool last = i + 1 == s.steps_by_sequences.size();
+    Sample("kvmem_batch_sequences_bucket",
+           "le=\"" + (last ? std::string("+Inf") : std::to_string(s.kBucketMax[i])) + "\"",
+           static_cast<double>(cumulative), out);
+  }
+  Sample("kvmem_batch_sequences_sum", "", static_cast<double>(s.sequences), out);
+  Sample("kvmem_batch_sequences_count", "", static_cast<double>(s.steps), out);
+}
+
+}  // namespace
+
 std::string ServerMetrics::Render(const BackendStats& backend, int64_t in_flight) const {
   std::string out;
   Header("kvmem_http_requests_total", "counter", "HTTP requests by route and status code.", &out);
@@ -164,6 +195,7 @@ std::string ServerMetrics::Render(const BackendStats& backend, int64_t in_flight
          "Agents with their cache resident in memory (hot) or in the store (stored).", &out);
   Sample("kvmem_agents", "state=\"hot\"", static_cast<double>(backend.agents_hot), &out);
   Sample("kvmem_agents", "state=\"stored\"", static_cast<double>(backend.agents_stored), &out);
+  RenderSteps(backend.steps, &out);
   return out;
 }
 

@@ -23,7 +23,8 @@ class EpiCachePolicyTest : public testing::AgentRuntimeFixture {
     env_.model = model_.get();
     env_.tok = &tok_;
     env_.threads = &threads_;
-    env_.compute_mu = &mu_;
+    batcher_ = std::make_unique<engine::StepBatcher>(*model_, &threads_, engine::StepBatcher::Options{});
+    env_.compute = batcher_.get();
     env_.n_ctx = 512;
     env_.max_batch = 16;
     env_.encoder = &*encoder_;
@@ -63,7 +64,7 @@ class EpiCachePolicyTest : public testing::AgentRuntimeFixture {
     return logits;
   }
 
-  std::mutex mu_;
+  std::unique_ptr<engine::StepBatcher> batcher_;
   PolicyEnv env_;
 };
 

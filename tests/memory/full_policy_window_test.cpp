@@ -24,12 +24,12 @@ TEST(FullPolicyWindow, AnAbortedQuestionKeepsThePrefixAndCommitReleases) {
   ASSERT_TRUE(m.ok()) << m.status().ToString();
   const tokenizer::Tokenizer tok = tokenizer::testing::ByteTokenizer();
   ThreadPool threads(2);
-  std::mutex mu;
   PolicyEnv env;
   env.model = m->get();
   env.tok = &tok;
   env.threads = &threads;
-  env.compute_mu = &mu;
+  engine::StepBatcher batcher(**m, &threads, {});
+  env.compute = &batcher;
   env.n_ctx = 256;
   env.max_batch = 16;
   kv::KvPool pool((*m)->kv_geometry(8), 64, {kv::KvFormat::kF16, kv::KvFormat::kF16});

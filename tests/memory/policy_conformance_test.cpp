@@ -142,12 +142,12 @@ TEST_P(PolicyConformanceTest, HostileStateAndConfigAreRefused) {
 TEST_P(PolicyConformanceTest, AbortLeavesTheMemoryAsBefore) {
   const std::string name = GetParam();
   const PolicyKind& kind = **FindPolicyKind(name);
-  std::mutex mu;
   PolicyEnv env;
   env.model = model_.get();
   env.tok = &tok_;
   env.threads = &threads_;
-  env.compute_mu = &mu;
+  engine::StepBatcher batcher(*model_, &threads_, {});
+  env.compute = &batcher;
   env.n_ctx = 512;
   env.max_batch = 16;
   env.encoder = &*encoder_;

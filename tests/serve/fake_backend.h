@@ -234,7 +234,8 @@ class FakeBackend : public Backend {
                         .hot_bytes = 678,
                         .agents_hot = static_cast<int64_t>(agents_.size()),
                         .agents_stored = static_cast<int64_t>(agents_.size()),
-                        .queued_requests = 0};
+                        .queued_requests = 0,
+                        .steps = {}};
   }
 
   // Test controls.

@@ -191,11 +191,17 @@ TEST(ServerMetrics, ExpositionParsesAndCounts) {
   r.finish_reason = FinishReason::kEndOfTurn;
   m.RecordGeneration(r, GenerationTiming{.first_text_s = -1, .last_text_s = -1, .end_s = 0.5});
 
-  const BackendStats stats{.store_bytes = 1 << 20,
+  BackendStats stats{.store_bytes = 1 << 20,
                            .hot_bytes = 4096,
                            .agents_hot = 2,
                            .agents_stored = 5,
-                           .queued_requests = 3};
+                           .queued_requests = 3,
+                           .steps = {}};
+  // 10 steps: 4 of one sequence, 5 of two, 1 of five; 4 + 10 + 5 sequences.
+  stats.steps.steps_by_sequences = {4, 5, 0, 1, 0, 0, 0};
+  stats.steps.steps = 10;
+  stats.steps.sequences = 19;
+  stats.steps.tokens = 300;
   const Exposition e = ParseExposition(m.Render(stats, 7));
   EXPECT_EQ(e.type.at("kvmem_http_requests_total"), "counter");
   EXPECT_EQ(
@@ -222,6 +228,13 @@ TEST(ServerMetrics, ExpositionParsesAndCounts) {
   EXPECT_EQ(e.Value("kvmem_requests_in_flight"), 7);
   EXPECT_EQ(e.Value("kvmem_requests_queued"), 3);
   EXPECT_EQ(e.Value("kvmem_agents", "state=\"stored\""), 5);
+  EXPECT_EQ(e.Value("kvmem_batch_steps_total"), 10);
+  EXPECT_EQ(e.Value("kvmem_batch_tokens_total"), 300);
+  ExpectHistogram(e, "kvmem_batch_sequences", 10);
+  EXPECT_EQ(e.Value("kvmem_batch_sequences_bucket", "le=\"1\""), 4);
+  EXPECT_EQ(e.Value("kvmem_batch_sequences_bucket", "le=\"4\""), 9);
+  EXPECT_EQ(e.Value("kvmem_batch_sequences_bucket", "le=\"8\""), 10);
+  EXPECT_EQ(e.Value("kvmem_batch_sequences_sum"), 19);
 }
 
 TEST(ServerMetrics, ConcurrentUpdates) {

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "core/clock.h"
+#include "core/hash.h"
 #include "core/log.h"
 #include "engine/forward.h"
 #include "engine/prompt_score.h"
@@ -68,13 +69,22 @@ class AgentRuntime::Turn {
 AgentRuntime::AgentRuntime(const model::Model& model, const tokenizer::Tokenizer& tok,
                            ThreadPool* threads, store::AgentStore* store,
                            AgentRuntimeOptions options)
-    : model_(model), tok_(tok), threads_(threads), store_(store), options_(options) {
+    : model_(model),
+      tok_(tok),
+      threads_(threads),
+      store_(store),
+      options_(options),
+      batcher_(model, threads, [&] {
+        engine::StepBatcher::Options b = options.batching;
+        b.max_step_tokens = options.max_batch;
+        return b;
+      }()) {
   const int64_t train = model.spec().n_ctx_train;
   n_ctx_ = options_.n_ctx > 0 ? std::min<int64_t>(options_.n_ctx, train) : train;
   env_.model = &model_;
   env_.tok = &tok_;
   env_.threads = threads_;
-  env_.compute_mu = &compute_mu_;
+  env_.compute = &batcher_;
   env_.n_ctx = n_ctx_;
   env_.max_batch = options_.max_batch;
   env_.min_diverge_ratio = options_.min_diverge_ratio;
@@ -95,8 +105,7 @@ Status AgentRuntime::Warmup() {
   kv::KvSequence seq(&pool);
   const int32_t one[] = {tok_.bos_id() >= 0 ? tok_.bos_id() : 0};
   std::vector<float> logits;
-  std::lock_guard<std::mutex> l(compute_mu_);
-  return engine::Forward(model_, threads_, &seq, one, 0, false, &logits);
+  return batcher_.Forward(&seq, one, 0, false, &logits);
 }
 
 Result<MemorySpec> AgentRuntime::ValidateMemory(std::string_view policy, const Json& config) const {
@@ -229,6 +238,12 @@ Result<TurnResult> AgentRuntime::RunTurn(const store::AgentKey* key, std::string
   if (params.n > 1 && !callbacks.on_delta && callbacks.on_text) {
     return InvalidArgument("n > 1 needs the on_delta callback");
   }
+  // Prompt chunks are shared round-robin over tenants, then agents; each anonymous turn is a
+  // member of its own in group 0.
+  static std::atomic<uint64_t> anonymous{0};
+  const engine::StepBatcher::Scope fairness(
+      key != nullptr ? Fnv1a64(key->tenant) : 0,
+      key != nullptr ? Fnv1a64(key->id.data(), key->id.size(), Fnv1a64(key->tenant)) : ++anonymous);
   TurnResult r;
   if (params.prompt_logprobs) {
     KVMEM_RETURN_IF_ERROR(ScorePrompt(prompt_text, std::max(params.logprobs, 0), &r.prompt));
@@ -293,7 +308,7 @@ Status AgentRuntime::ScorePrompt(std::string_view prompt_text, int top_n, Prompt
   kv::KvSequence seq(&pool);
   std::vector<engine::TokenLogprob> scored;
   KVMEM_RETURN_IF_ERROR(engine::ScoreTokens(model_, threads_, &seq, ids, top_n, options_.max_batch,
-                                            &compute_mu_, &scored));
+                                            &batcher_.mutex(), &scored));
   const bool bos = tok_.add_bos() && ids.front() == tok_.bos_id();
   stats->logprobs.clear();
   if (!bos) {
@@ -498,6 +513,7 @@ Status AgentRuntime::Delete(const store::AgentKey& key) {
 
 RuntimeStats AgentRuntime::stats() {
   RuntimeStats s;
+  s.steps = batcher_.stats();
   {
     std::lock_guard<std::mutex> l(registry_mu_);
     for (auto& [name, slot] : slots_) {

@@ -37,6 +37,7 @@
 #include "memory/store/agent_id.h"
 #include "memory/store/agent_store.h"
 #include "memory/store/prefix_match.h"
+#include "engine/step_batcher.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
@@ -49,7 +50,10 @@ struct AgentRuntimeOptions {
   int block_rows = 256;
   int64_t n_ctx = 0;                        // per agent; 0: the model's training context
   size_t hot_budget_bytes = size_t{2} << 30;  // KV bytes resident across agents
-  int max_batch = 256;                      // prefill micro-batch
+  int max_batch = 256;                      // prefill micro-batch (the longest prompt chunk)
+  // How concurrent turns share forward passes (engine/step_batcher.h); its max_step_tokens is
+  // max_batch.
+  engine::StepBatcher::Options batching;
   double min_diverge_ratio = 0.8;           // semantic.md §3.3
   // KV memory written once at start-up (Warmup) so the first agents' rows, loaded or computed,
   // land in touched pages; bounded by hot_budget_bytes.
@@ -83,6 +87,7 @@ struct RuntimeStats {
   int64_t agents_stored = 0;
   int64_t store_bytes = 0;
   int64_t waiting_turns = 0;
+  engine::StepStats steps;  // the batched forward steps so far
 };
 
 class AgentRuntime {
@@ -168,7 +173,7 @@ class AgentRuntime {
   PolicyEnv env_;
   MemorySpec default_memory_;
   std::unique_ptr<kv::LayerChunks> chunks_;  // layer memory shared by the agents' pools
-  std::mutex compute_mu_;  // one forward pass at a time over threads_
+  engine::StepBatcher batcher_;  // every forward pass over threads_ (PolicyEnv::compute)
   std::mutex registry_mu_;
   std::map<std::string, std::shared_ptr<Slot>> slots_;  // by tenant '/' id
 };

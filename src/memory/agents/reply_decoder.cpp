@@ -54,9 +54,7 @@ ForkRows::ForkRows(const PolicyEnv& env, const kv::KvSequence& prompt)
 
 Status ForkRows::Step(int32_t token, std::vector<float>* logits) {
   const int32_t one[1] = {token};
-  std::lock_guard<std::mutex> l(*env_.compute_mu);
-  KVMEM_RETURN_IF_ERROR(
-      engine::Forward(*env_.model, env_.threads, seq_.get(), one, next_pos_, false, logits));
+  KVMEM_RETURN_IF_ERROR(env_.compute->Forward(seq_.get(), one, next_pos_, false, logits));
   ++next_pos_;
   return Status::Ok();
 }

@@ -156,7 +156,7 @@ Result<std::vector<double>> Sensitivity(const PolicyEnv& env) {
   const std::string& key = env.model_fingerprint;
   if (auto it = cache.find(key); !key.empty() && it != cache.end()) return it->second;
   Result<std::vector<double>> s = [&] {
-    std::lock_guard<std::mutex> compute(*env.compute_mu);
+    const auto exclusive = env.compute->Exclusive();
     return LoadOrProfileSensitivity(*env.model, env.threads, *env.tok, env.model_fingerprint,
                                     env.presets_dir);
   }();
@@ -220,7 +220,7 @@ Result<std::unique_ptr<EpiCachePolicy>> EpiCachePolicy::Make(const PolicyEnv& en
   c.keep_first = s->keep_first;
   c.sinks = s->sinks;
   c.max_batch = env.max_batch;
-  c.lock = env.compute_mu;
+  c.lock = &env.compute->mutex();
   std::vector<bool> global(static_cast<size_t>(spec.n_layers));
   for (int l = 0; l < spec.n_layers; ++l) global[l] = spec.layers[l].sliding_window == 0;
   if (s->layer_budgets == "sensitivity") {
@@ -264,7 +264,7 @@ int EpiCachePolicy::Route(std::string_view text) const {
   std::vector<std::string> one = {clean.ok() ? *clean : std::string(text)};
   std::vector<float> e;
   {
-    std::lock_guard<std::mutex> l(*env_.compute_mu);
+    const auto exclusive = env_.compute->Exclusive();
     e = env_.encoder->Embed(one, env_.threads);
   }
   return std::max(0, RouteToEpisode(episodes_, e));
@@ -356,7 +356,7 @@ Result<PromptAccount> EpiCachePolicy::Apply(const TurnPlan& plan, std::vector<fl
   const CompressedCache& c = routed_ >= 0 ? caches_[routed_] : empty_;
   Status st;
   {
-    std::lock_guard<std::mutex> l(*env_.compute_mu);
+    const auto exclusive = env_.compute->Exclusive();
     st = PrefillOverCache(*env_.model, env_.threads, rows_.get(), c, tail_first_, plan.prefill,
                           next_pos_, env_.max_batch, logits);
   }
@@ -380,12 +380,8 @@ bool EpiCachePolicy::CanStep() const {
 
 Status EpiCachePolicy::Step(int32_t token, std::vector<float>* logits) {
   const int32_t one[] = {token};
-  {
-    std::lock_guard<std::mutex> l(*env_.compute_mu);
-    KVMEM_RETURN_IF_ERROR(engine::Forward(*env_.model, env_.threads, rows_.get(), one,
-                                          next_pos_ + static_cast<int64_t>(turn_tokens_.size()),
-                                          false, logits));
-  }
+  KVMEM_RETURN_IF_ERROR(env_.compute->Forward(
+      rows_.get(), one, next_pos_ + static_cast<int64_t>(turn_tokens_.size()), false, logits));
   turn_tokens_.push_back(token);
   turn_text_.append(env_.Piece(token));
   context_.push_back(token);
@@ -465,7 +461,7 @@ Status EpiCachePolicy::CompressTailNow() {
   }
   Status st;
   {
-    std::lock_guard<std::mutex> l(*env_.compute_mu);
+    const auto exclusive = env_.compute->Exclusive();
     st = CompressTail(*env_.model, env_.threads, rows_.get(), &caches_[e], tail_first_, next_pos_,
                       prompt, compression_);
   }
@@ -477,7 +473,7 @@ Status EpiCachePolicy::CompressTailNow() {
 }
 
 void EpiCachePolicy::ReplaceAll() {
-  std::lock_guard<std::mutex> l(*env_.compute_mu);
+  const auto exclusive = env_.compute->Exclusive();
   for (CompressedCache& c : caches_) Replace(*env_.model, rows_.get(), &c);
   // Every cache now ends at the capacity; the tail follows it.
   next_pos_ = capacity_;
@@ -513,7 +509,7 @@ Status EpiCachePolicy::RebuildFromText() {
     }
     std::vector<float> emb;
     {
-      std::lock_guard<std::mutex> l(*env_.compute_mu);
+      const auto exclusive = env_.compute->Exclusive();
       emb = env_.encoder->Embed(seg_text, env_.threads);
     }
     const int dim = env_.encoder->dim();

@@ -100,7 +100,7 @@ Result<PromptAccount> H2oPolicy::Apply(const TurnPlan& plan, std::vector<float>*
     const int64_t at = seq_->n_rows();
     Status st;
     {
-      std::lock_guard<std::mutex> l(*env_.compute_mu);
+      const auto exclusive = env_.compute->Exclusive();  // a tap in every layer
       st = ForwardScored(*env_.model, env_.threads, seq_.get(), part, at, &scores_, env_.max_batch,
                          out);
     }

@@ -78,12 +78,7 @@ Status FullPolicy::Prefill(std::span<const int32_t> ids, std::vector<float>* log
   const size_t batch = static_cast<size_t>(env_.max_batch);
   for (size_t begin = 0; begin < ids.size(); begin += batch) {
     const auto part = ids.subspan(begin, std::min(batch, ids.size() - begin));
-    Status st;
-    {
-      std::lock_guard<std::mutex> l(*env_.compute_mu);
-      st = engine::Forward(*env_.model, env_.threads, seq_.get(), part, seq_->n_rows(), false,
-                           logits, env_.max_batch);
-    }
+    const Status st = env_.compute->Forward(seq_.get(), part, seq_->n_rows(), false, logits);
     if (!st.ok()) {
       seq_->Truncate(static_cast<int64_t>(tokens_.size()));
       return st;
@@ -115,11 +110,7 @@ bool FullPolicy::CanStep() const { return seq_->n_rows() + 1 < env_.n_ctx; }
 
 Status FullPolicy::Step(int32_t token, std::vector<float>* logits) {
   const int32_t one[] = {token};
-  {
-    std::lock_guard<std::mutex> l(*env_.compute_mu);
-    KVMEM_RETURN_IF_ERROR(
-        engine::Forward(*env_.model, env_.threads, seq_.get(), one, seq_->n_rows(), false, logits));
-  }
+  KVMEM_RETURN_IF_ERROR(env_.compute->Forward(seq_.get(), one, seq_->n_rows(), false, logits));
   tokens_.push_back(token);
   text_.append(env_.Piece(token));
   return Status::Ok();

@@ -40,6 +40,7 @@
 
 #include "core/status.h"
 #include "core/thread_pool.h"
+#include "engine/step_batcher.h"
 #include "kv/kv_pool.h"
 #include "kv/kv_sequence.h"
 #include "memory/embed/sentence_encoder.h"
@@ -57,7 +58,10 @@ struct PolicyEnv {
   const model::Model* model = nullptr;
   const tokenizer::Tokenizer* tok = nullptr;
   ThreadPool* threads = nullptr;
-  std::mutex* compute_mu = nullptr;  // one forward pass at a time over `threads`
+  // Forward passes over `threads`: Forward() for a plain pass (shared with other agents' in
+  // one batched step), Exclusive() for one that needs the model to itself (taps, custom
+  // visibility, embeddings).
+  engine::StepBatcher* compute = nullptr;
   int64_t n_ctx = 0;                 // per agent: what one forward's rows may span
   int max_batch = 256;               // prefill micro-batch
   double min_diverge_ratio = 0.8;    // semantic.md §3.3: below it a diverged cache starts over
@@ -67,7 +71,7 @@ struct PolicyEnv {
   std::string model_fingerprint;  // store::ModelFingerprint of the GGUF; "" when unknown
   std::string presets_dir;        // where `kvmem calibrate` writes presets; "" = none
   // The sentence encoder policies that cluster or route text use (EpiCache's episodes); null
-  // when the server has none. Embedding runs on `threads` under compute_mu.
+  // when the server has none. Embedding runs on `threads` under compute->Exclusive().
   const embed::SentenceEncoder* encoder = nullptr;
 
   // The text a token spells in a rendered prompt ("" for a BOS the tokenizer adds itself).

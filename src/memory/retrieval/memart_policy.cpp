@@ -287,7 +287,7 @@ Result<PromptAccount> MemArtPolicy::Apply(const TurnPlan& plan, std::vector<floa
   const std::span<const int32_t> ids = plan.prefill;
   RetrievalReport rep;
   {
-    std::lock_guard<std::mutex> l(*env_.compute_mu);
+    const auto exclusive = env_.compute->Exclusive();  // retrieval taps in every layer
     KVMEM_RETURN_IF_ERROR(memart_->BeginTurn(ids, env_.threads, &rep, plan.focus, logits));
   }
   if (memart_->working()->n_rows() >= env_.n_ctx) {
@@ -316,11 +316,8 @@ bool MemArtPolicy::CanStep() const { return memart_->working()->n_rows() + 1 < e
 
 Status MemArtPolicy::Step(int32_t token, std::vector<float>* logits) {
   const int32_t one[] = {token};
-  {
-    std::lock_guard<std::mutex> l(*env_.compute_mu);
-    KVMEM_RETURN_IF_ERROR(engine::Forward(*env_.model, env_.threads, memart_->working(), one,
-                                          memart_->next_position(), false, logits));
-  }
+  KVMEM_RETURN_IF_ERROR(
+      env_.compute->Forward(memart_->working(), one, memart_->next_position(), false, logits));
   turn_tokens_.push_back(token);
   turn_text_.append(env_.Piece(token));
   turn_ends_.push_back(text_.size() + turn_text_.size());
