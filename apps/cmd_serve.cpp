@@ -22,7 +22,8 @@ struct ServeOptions {
   int port = 8080;
   std::vector<std::string> api_keys;  // KEY or KEY:TENANT
   std::vector<std::string> cors_origins;
-  int max_concurrent = 64;
+  int max_running = 16;
+  int max_queue = 64;
 };
 
 Result<serve::ApiKey> ParseApiKey(const std::string& s) {
@@ -39,7 +40,8 @@ int Run(const ServeOptions& o) {
   serve::HttpServerOptions so;
   so.host = o.host;
   so.port = o.port;
-  so.max_concurrent_requests = o.max_concurrent;
+  so.max_running = o.max_running;
+  so.max_queue = o.max_queue;
   so.cors_origins = o.cors_origins;
   for (const std::string& k : o.api_keys) {
     auto key = ParseApiKey(k);
@@ -91,9 +93,15 @@ void AddServeCommand(CLI::App& app) {
   cmd->add_option("--cors-origin", o->cors_origins,
                   "let web pages of this origin (https://app.example:8443, or *) call the API "
                   "from a browser; repeatable");
-  cmd->add_option("--max-concurrent", o->max_concurrent,
-                  "generation requests admitted at once (more get 503/529)")
-      ->capture_default_str();
+  cmd->add_option("--max-running", o->max_running,
+                  "generation requests running at once (one per agent)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--max-queue", o->max_queue,
+                  "generation requests waiting beyond --max-running, taken round-robin by "
+                  "tenant then agent; more get 429 (OpenAI) / 529 (Anthropic) with Retry-After")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   cmd->callback([o] { throw CLI::RuntimeError(Run(*o)); });
 }
 

@@ -23,6 +23,7 @@ constexpr KindInfo kKinds[] = {
     {405, 405, "invalid_request_error", "method_not_allowed", "invalid_request_error"},
     {409, 409, "invalid_request_error", "conflict", "invalid_request_error"},
     {413, 413, "invalid_request_error", "request_too_large", "request_too_large"},
+    {429, 529, "requests", "rate_limit_exceeded", "overloaded_error"},
     {503, 529, "server_error", "server_overloaded", "overloaded_error"},
     {500, 500, "server_error", "internal_error", "api_error"},
 };
@@ -77,6 +78,8 @@ ApiErrorKind ApiErrorKindFromHttpStatus(int http_status) {
       return ApiErrorKind::kConflict;
     case 413:
       return ApiErrorKind::kRequestTooLarge;
+    case 429:
+      return ApiErrorKind::kQueueFull;
     case 503:
     case 529:
       return ApiErrorKind::kOverloaded;

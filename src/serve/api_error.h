@@ -14,15 +14,19 @@
 //   kConflict          kFailedPrecondition (e.g. deleting an   409     409 invalid_request_error
 //                      agent that is generating)
 //   kRequestTooLarge   body over max_body_bytes                413     413 request_too_large
+//   kQueueFull         --max-running generations run and       429     529 overloaded_error
+//                      --max-queue wait (admission.h)          (type requests, code
+//                                                              rate_limit_exceeded)
 //   kOverloaded        kResourceExhausted, kUnavailable;       503     529 overloaded_error
-//                      max_concurrent_requests reached;
 //                      server stopping
 //   kInternal          kIo, kCorrupt, kInternal; exceptions    500     500 api_error
 //
-// Overload is 503 (OpenAI's "engine overloaded") and 529 (Anthropic's overloaded_error), not
-// 429: it is the server that is full, not the client that exceeded a rate (kvmem has no rate
-// limits, so Anthropic's rate_limit_error is never sent). Both official clients retry these
-// with backoff, honouring the Retry-After header the server sends with them. OpenAI bodies say
+// A full queue is 429 in OpenAI's dialect, shaped as OpenAI's own rate-limit errors, because
+// that is what its clients and proxies treat as "back off and retry"; Anthropic's dialect has
+// overloaded_error (529) for a full server and keeps rate_limit_error for per-key rates, which
+// kvmem does not have. Other overload (stopping, the backend out of room) stays 503/529. The
+// official clients retry all of these with backoff, honouring the Retry-After header the
+// server sends with them. OpenAI bodies say
 // "invalid_request_error" for every 4xx and "server_error" for 5xx, with a distinguishing
 // `code` (context_length_exceeded, invalid_api_key, not_found, ...) and, for a client error
 // about one field, that field in `param`: the parsers name it at the start of their messages
@@ -47,6 +51,7 @@ enum class ApiErrorKind {
   kMethodNotAllowed,
   kConflict,
   kRequestTooLarge,
+  kQueueFull,
   kOverloaded,
   kInternal,
 };

@@ -1,12 +1,14 @@
 // Serving one generation request (POST /v1/chat/completions, /v1/completions, /v1/messages)
-// once it is authenticated: admission against the concurrency limit, parsing in the route's
-// dialect, then either a whole JSON reply or a stream of Server-Sent Events.
+// once it is authenticated: parsing in the route's dialect, admission (admission.h: run, wait
+// in the queue, or 429/529 when both are full), then either a whole JSON reply or a stream of
+// Server-Sent Events.
 //
 // Whole replies run the backend on the HTTP thread. Streams run it on a GenerationStream's own
 // thread: the handler waits for the prompt to be accepted (so early failures keep their HTTP
 // status), then hands the stream to the library's chunked content provider, which writes the
-// events as they come and cancels the generation when a write fails (the client left). The
-// admission slot is held until the generation has returned, whichever way it ends.
+// events as they come. Either way the client's connection is watched (client_connection.h):
+// once it is gone, the queued request leaves the queue, or the generation's next OnText returns
+// false. The running place is held until the generation has returned, whichever way it ends.
 // Thread-safety: ServeGeneration is called from many HTTP threads at once.
 #pragma once
 
@@ -16,6 +18,7 @@
 #include <string_view>
 
 #include "core/status.h"
+#include "serve/admission.h"
 #include "serve/backend.h"
 #include "serve/metrics.h"
 #include "serve/reply_format.h"
@@ -32,8 +35,8 @@ namespace kvmem::serve {
 struct GenerationContext {
   Backend* backend;
   ServerMetrics* metrics;
-  std::atomic<int64_t>* in_flight;  // admitted generation requests
-  int64_t max_in_flight;
+  Admission* admission;
+  std::atomic<int64_t>* in_flight;      // generation requests running or queued
   const std::atomic<bool>* stopping;    // refuse new generations
   const std::atomic<bool>* cancel_all;  // make running ones stop (OnText returns false)
 };

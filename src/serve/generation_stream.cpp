@@ -42,11 +42,13 @@ void FlushUtf8(std::vector<Utf8Assembler>* utf8, std::vector<ReplyChunk>* out) {
 
 }  // namespace
 
-CollectingSink::CollectingSink(Clock::time_point received, const std::atomic<bool>* cancel_all)
-    : received_(received), cancel_all_(cancel_all) {}
+CollectingSink::CollectingSink(Clock::time_point received, const std::atomic<bool>* cancel_all,
+                               ClientConnection* client)
+    : received_(received), cancel_all_(cancel_all), client_(client) {}
 
 bool CollectingSink::OnDelta(const Delta& delta) {
   if (cancel_all_ != nullptr && cancel_all_->load()) return false;
+  if (client_ != nullptr && client_->Gone()) return false;
   NoteText(received_, delta.text, &timing_);
   if (choices_.size() <= static_cast<size_t>(delta.choice)) {
     choices_.resize(delta.choice + 1);
@@ -77,11 +79,13 @@ GenerationTiming CollectingSink::Finish() {
 }
 
 GenerationStream::GenerationStream(Backend* backend, GenerationRequest request,
-                                   Clock::time_point received, const std::atomic<bool>* cancel_all)
+                                   Clock::time_point received, const std::atomic<bool>* cancel_all,
+                                   ClientConnection* client)
     : backend_(backend),
       request_(std::move(request)),
       received_(received),
       cancel_all_(cancel_all),
+      client_(client),
       thread_([this] { Run(); }) {}
 
 GenerationStream::~GenerationStream() {
@@ -118,7 +122,10 @@ void GenerationStream::OnPrompt(const PromptInfo& prompt) {
 }
 
 bool GenerationStream::OnDelta(const Delta& delta) {
+  // Outside the lock: a peek at the socket, by the generation thread only.
+  const bool gone = client_ != nullptr && client_->Gone();
   std::lock_guard<std::mutex> lock(mu_);
+  if (gone) cancelled_ = true;
   if (cancelled_ || (cancel_all_ != nullptr && cancel_all_->load())) return false;
   NoteText(received_, delta.text, &timing_);
   AddDelta(delta, &utf8_, &pending_);

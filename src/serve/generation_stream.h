@@ -5,7 +5,8 @@
 // waits until the backend has accepted the prompt, so that a failure before that point (unknown
 // agent, prompt too long, server full) still becomes an HTTP error status, and then hands the
 // events to the content provider, which writes them as they come. When the client goes away
-// the next write fails, the stream is cancelled, and the backend's next OnText returns false.
+// (its connection, watched by both sinks at every piece, or the next write fails) the backend's
+// next OnText returns false.
 //
 // Both sinks reassemble UTF-8 split across pieces and time the first and last text for the
 // metrics. Thread-safety: GenerationStream's methods may be called from one consumer thread
@@ -24,6 +25,7 @@
 #include <vector>
 
 #include "serve/backend.h"
+#include "serve/client_connection.h"
 #include "serve/metrics.h"
 #include "serve/reply_format.h"
 #include "serve/utf8.h"
@@ -35,8 +37,10 @@ using Clock = std::chrono::steady_clock;
 // The text of a whole (not streamed) reply.
 class CollectingSink final : public GenerationSink {
  public:
-  // `cancel_all` (may be null): once true, OnText returns false (the server is stopping).
-  CollectingSink(Clock::time_point received, const std::atomic<bool>* cancel_all);
+  // `cancel_all` (may be null): once true, OnText returns false (the server is stopping), as it
+  // does once `client` (may be null; outlives the sink) is gone.
+  CollectingSink(Clock::time_point received, const std::atomic<bool>* cancel_all,
+                 ClientConnection* client = nullptr);
 
   void OnPrompt(const PromptInfo& prompt) override { prompt_ = prompt; }
   bool OnText(std::string_view piece) override { return OnDelta({0, piece, {}}); }
@@ -51,6 +55,7 @@ class CollectingSink final : public GenerationSink {
  private:
   Clock::time_point received_;
   const std::atomic<bool>* cancel_all_;
+  ClientConnection* client_;
   PromptInfo prompt_;
   std::vector<Utf8Assembler> utf8_;  // (choices)
   std::vector<ReplyChunk> choices_;
@@ -59,9 +64,10 @@ class CollectingSink final : public GenerationSink {
 
 class GenerationStream final : private GenerationSink {
  public:
-  // Starts backend->Generate(request) on a new thread. `backend` must outlive this object.
+  // Starts backend->Generate(request) on a new thread. `backend` and `client` (may be null:
+  // not watched; only the generation thread asks it) must outlive this object.
   GenerationStream(Backend* backend, GenerationRequest request, Clock::time_point received,
-                   const std::atomic<bool>* cancel_all);
+                   const std::atomic<bool>* cancel_all, ClientConnection* client = nullptr);
   // Cancels the generation and waits for the backend to return.
   ~GenerationStream() override;
   GenerationStream(const GenerationStream&) = delete;
@@ -91,6 +97,7 @@ class GenerationStream final : private GenerationSink {
   GenerationRequest request_;
   Clock::time_point received_;
   const std::atomic<bool>* cancel_all_;
+  ClientConnection* client_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;

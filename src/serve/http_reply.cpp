@@ -13,7 +13,9 @@ void SendJson(httplib::Response& res, std::string body) {
 
 void SendError(httplib::Response& res, const ApiError& error, Dialect dialect) {
   res.status = HttpStatus(error.kind, dialect);
-  if (error.kind == ApiErrorKind::kOverloaded) res.set_header("Retry-After", "1");
+  if (error.kind == ApiErrorKind::kOverloaded || error.kind == ApiErrorKind::kQueueFull) {
+    res.set_header("Retry-After", "1");
+  }
   if (error.kind == ApiErrorKind::kAuthentication) res.set_header("WWW-Authenticate", "Bearer");
   res.set_content(ErrorBody(error, dialect), "application/json");
 }

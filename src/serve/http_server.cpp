@@ -94,8 +94,8 @@ class HttpServer::Handlers {
       : s_(server),
         generation_{.backend = server->backend_,
                     .metrics = &server->metrics_,
+                    .admission = server->admission_.get(),
                     .in_flight = &server->in_flight_,
-                    .max_in_flight = server->options_.max_concurrent_requests,
                     .stopping = &server->stopping_,
                     .cancel_all = &server->cancel_all_} {}
 
@@ -189,7 +189,8 @@ class HttpServer::Handlers {
              }));
     http.Get("/metrics", NoBody(kKey, [this](auto&, auto& res, auto&, auto) {
                res.status = 200;
-               res.set_content(s_->metrics_.Render(s_->backend_->stats(), s_->in_flight_.load()),
+               res.set_content(s_->metrics_.Render(s_->backend_->stats(), s_->admission(),
+                                                   s_->in_flight_.load()),
                                "text/plain; version=0.0.4; charset=utf-8");
              }));
     RegisterMethodNotAllowed(http);
@@ -418,10 +419,14 @@ HttpServer::HttpServer(Backend* backend, HttpServerOptions options)
 
 HttpServer::~HttpServer() { Stop(); }
 
+AdmissionCounts HttpServer::admission() const {
+  return admission_ ? admission_->counts() : AdmissionCounts{};
+}
+
 Status HttpServer::Start() {
   if (started_) return InvalidArgument("server already started");
-  if (options_.max_concurrent_requests < 1) {
-    return InvalidArgument("max_concurrent_requests must be at least 1");
+  if (options_.max_running < 1 || options_.max_queue < 0) {
+    return InvalidArgument("max_running must be at least 1 and max_queue at least 0");
   }
   if (options_.threads < 0 || options_.max_body_bytes == 0) {
     return InvalidArgument("threads must be >= 0 and max_body_bytes > 0");
@@ -433,7 +438,10 @@ Status HttpServer::Start() {
   }
   const size_t threads = options_.threads > 0
                              ? static_cast<size_t>(options_.threads)
-                             : static_cast<size_t>(options_.max_concurrent_requests) + 16;
+                             : static_cast<size_t>(options_.max_running) +
+                                   static_cast<size_t>(options_.max_queue) + 16;
+  admission_ = std::make_unique<Admission>(
+      AdmissionLimits{.max_running = options_.max_running, .max_queue = options_.max_queue});
 
   http_ = std::make_unique<httplib::Server>();
   http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };

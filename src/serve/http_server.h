@@ -24,12 +24,12 @@
 // statuses of api_error.h.
 //
 // Concurrency: HTTP connections are served by a pool of `threads` threads (each keep-alive
-// connection holds one while open, up to keep_alive_timeout_s idle). At most
-// max_concurrent_requests generation requests are admitted at once; one more is refused at
-// once with 503 (OpenAI) / 529 (Anthropic) and Retry-After: 1, rather than queued without
-// bound. Per-agent ordering is the backend's job. A client that disconnects from a stream
-// is noticed at the next write and its generation cancelled; a whole (stream: false) reply
-// runs to its end, since the HTTP library does not expose the socket to watch it.
+// connection holds one while open, up to keep_alive_timeout_s idle). At most max_running
+// generation requests run at once (one per agent), max_queue more wait, fairly by tenant then
+// agent, and the rest are refused at once with 429 (OpenAI) / 529 (Anthropic) and
+// Retry-After: 1 (admission.h). A client that disconnects, streamed or not, is noticed at the
+// generation's next piece (client_connection.h) and its generation cancelled; a queued one
+// leaves the queue.
 //
 // Thread-safety: Start and Stop from one thread; port() and in_flight() from any.
 #pragma once
@@ -43,6 +43,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "serve/admission.h"
 #include "serve/backend.h"
 #include "serve/cors.h"
 #include "serve/metrics.h"
@@ -65,9 +66,11 @@ struct HttpServerOptions {
   std::vector<ApiKey> api_keys;
   // Larger bodies get 413, counted after decoding (chunked transfer, gzip/brotli content).
   size_t max_body_bytes = size_t{32} << 20;
-  int max_concurrent_requests = 64;  // generation requests admitted at once
-  int threads = 0;  // HTTP worker threads; 0: max_concurrent_requests + 16 (spare for the
-                    // health, metrics and agent routes and for refusing the overflow)
+  int max_running = 16;  // generation requests running at once (admission.h)
+  int max_queue = 64;    // generation requests waiting beyond them; more get 429/529
+  int threads = 0;  // HTTP worker threads; 0: max_running + max_queue + 16 (a queued request
+                    // holds its thread; spare for the health, metrics and agent routes and for
+                    // refusing the overflow)
   int keep_alive_timeout_s = 5;
   int read_timeout_s = 30;   // per socket read of a request
   int write_timeout_s = 30;  // per socket write: a client that stops reading is dropped
@@ -90,14 +93,16 @@ class HttpServer {
   // Binds and starts serving on a background thread. IoError when the address cannot be bound,
   // InvalidArgument for unusable options.
   Status Start();
-  // Graceful: refuses new generations (503/529) and reports /health 503, waits up to
+  // Graceful: refuses new generations (503/529), sends the queued ones away (503/529) and
+  // reports /health 503, waits up to
   // shutdown_grace for admitted ones, cancels the rest (their backends see OnText return
   // false; streams end with an error event), then closes the listener and joins every
   // thread. Idempotent.
   void Stop();
 
   int port() const { return port_; }  // the bound port, once Start succeeded
-  int64_t in_flight() const { return in_flight_.load(); }
+  int64_t in_flight() const { return in_flight_.load(); }  // generation requests running or queued
+  AdmissionCounts admission() const;
   const ServerMetrics& metrics() const { return metrics_; }
 
  private:
@@ -107,6 +112,7 @@ class HttpServer {
   HttpServerOptions options_;
   ServerMetrics metrics_;
   CorsPolicy cors_;
+  std::unique_ptr<Admission> admission_;
   std::unique_ptr<httplib::Server> http_;
   std::unique_ptr<Handlers> handlers_;
   std::thread listener_;

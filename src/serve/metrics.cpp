@@ -139,7 +139,8 @@ void RenderSteps(const engine::StepStats& s, std::string* out) {
 
 }  // namespace
 
-std::string ServerMetrics::Render(const BackendStats& backend, int64_t in_flight) const {
+std::string ServerMetrics::Render(const BackendStats& backend, const AdmissionCounts& admission,
+                                  int64_t in_flight) const {
   std::string out;
   Header("kvmem_http_requests_total", "counter", "HTTP requests by route and status code.", &out);
   {
@@ -182,10 +183,18 @@ std::string ServerMetrics::Render(const BackendStats& backend, int64_t in_flight
          "Time from receiving a generation request to the end of its generation.", &out);
   duration_.Render("kvmem_generation_duration_seconds", &out);
 
-  Scalar("kvmem_requests_in_flight", "gauge", "Generation requests admitted and not finished.",
-         static_cast<double>(in_flight), &out);
+  Scalar("kvmem_requests_running", "gauge", "Generation requests running (at most --max-running).",
+         static_cast<double>(admission.running), &out);
   Scalar("kvmem_requests_queued", "gauge",
-         "Admitted requests waiting for their agent or a batch slot.",
+         "Generation requests waiting for a running place (at most --max-queue).",
+         static_cast<double>(admission.queued), &out);
+  Scalar("kvmem_requests_refused_total", "counter",
+         "Generation requests refused (429/529) because running and queued were full.",
+         static_cast<double>(admission.refused), &out);
+  Scalar("kvmem_requests_in_flight", "gauge", "Generation requests running or queued.",
+         static_cast<double>(in_flight), &out);
+  Scalar("kvmem_turns_waiting", "gauge",
+         "Running requests waiting inside the backend for their agent or a batch slot.",
          static_cast<double>(backend.queued_requests), &out);
   Scalar("kvmem_store_bytes", "gauge", "Bytes of agents' KV caches in the persistent store.",
          static_cast<double>(backend.store_bytes), &out);

@@ -13,8 +13,11 @@
 //   kvmem_time_per_output_token_seconds              histogram per request: (last text − first
 //                                                             text) / (completion tokens − 1)
 //   kvmem_generation_duration_seconds                histogram request received → generation end
-//   kvmem_requests_in_flight                         gauge    generation requests admitted
-//   kvmem_requests_queued, kvmem_store_bytes, kvmem_hot_cache_bytes, kvmem_agents{state}
+//   kvmem_requests_running                           gauge    generation requests running
+//   kvmem_requests_queued                            gauge    waiting for a running place
+//   kvmem_requests_refused_total                     counter  refused: running and queue full
+//   kvmem_requests_in_flight                         gauge    running + queued
+//   kvmem_turns_waiting, kvmem_store_bytes, kvmem_hot_cache_bytes, kvmem_agents{state}
 //                                                    gauges   from Backend::stats() at scrape time
 // Thread-safe: all methods may be called concurrently.
 #pragma once
@@ -29,6 +32,7 @@
 #include <utility>
 #include <vector>
 
+#include "serve/admission.h"
 #include "serve/api_types.h"
 
 namespace kvmem::serve {
@@ -65,7 +69,8 @@ class ServerMetrics {
   void CountRequest(std::string_view endpoint, int http_status);
   void RecordGeneration(const GenerationResult& result, const GenerationTiming& timing);
 
-  std::string Render(const BackendStats& backend, int64_t in_flight) const;
+  std::string Render(const BackendStats& backend, const AdmissionCounts& admission,
+                     int64_t in_flight) const;
 
  private:
   mutable std::mutex requests_mu_;

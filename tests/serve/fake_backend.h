@@ -42,6 +42,7 @@ class FakeBackend : public Backend {
       std::lock_guard<std::mutex> lock(mu_);
       last_request_ = request;
       ++calls_;
+      call_agents_.push_back(request.agent.id);
     }
     const int now_active = ++active_;
     for (int prev = max_active_.load(); now_active > prev;) {
@@ -247,6 +248,11 @@ class FakeBackend : public Backend {
     std::lock_guard<std::mutex> lock(mu_);
     return calls_;
   }
+  // The agent id of every Generate call, in call order.
+  std::vector<std::string> call_agents() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return call_agents_;
+  }
   int active() const { return active_.load(); }
   int max_active() const { return max_active_.load(); }
   int cancelled() const { return cancelled_.load(); }
@@ -332,6 +338,7 @@ class FakeBackend : public Backend {
   mutable std::mutex mu_;
   GenerationRequest last_request_;
   int calls_ = 0;
+  std::vector<std::string> call_agents_;
   std::map<std::string, Agent> agents_;
   std::optional<AgentCreateRequest> last_create_;
   std::atomic<int> active_{0};

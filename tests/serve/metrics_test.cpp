@@ -202,7 +202,8 @@ TEST(ServerMetrics, ExpositionParsesAndCounts) {
   stats.steps.steps = 10;
   stats.steps.sequences = 19;
   stats.steps.tokens = 300;
-  const Exposition e = ParseExposition(m.Render(stats, 7));
+  const Exposition e =
+      ParseExposition(m.Render(stats, AdmissionCounts{.running = 4, .queued = 3, .refused = 9}, 7));
   EXPECT_EQ(e.type.at("kvmem_http_requests_total"), "counter");
   EXPECT_EQ(
       e.Value("kvmem_http_requests_total", "endpoint=\"/v1/chat/completions\",status=\"200\""), 2);
@@ -226,7 +227,11 @@ TEST(ServerMetrics, ExpositionParsesAndCounts) {
   EXPECT_EQ(e.type.at("kvmem_store_bytes"), "gauge");
   EXPECT_EQ(e.Value("kvmem_store_bytes"), 1 << 20);
   EXPECT_EQ(e.Value("kvmem_requests_in_flight"), 7);
+  EXPECT_EQ(e.Value("kvmem_requests_running"), 4);
   EXPECT_EQ(e.Value("kvmem_requests_queued"), 3);
+  EXPECT_EQ(e.type.at("kvmem_requests_refused_total"), "counter");
+  EXPECT_EQ(e.Value("kvmem_requests_refused_total"), 9);
+  EXPECT_EQ(e.Value("kvmem_turns_waiting"), 3);
   EXPECT_EQ(e.Value("kvmem_agents", "state=\"stored\""), 5);
   EXPECT_EQ(e.Value("kvmem_batch_steps_total"), 10);
   EXPECT_EQ(e.Value("kvmem_batch_tokens_total"), 300);
@@ -252,7 +257,7 @@ TEST(ServerMetrics, ConcurrentUpdates) {
     });
   }
   for (auto& t : threads) t.join();
-  const Exposition e = ParseExposition(m.Render({}, 0));
+  const Exposition e = ParseExposition(m.Render({}, {}, 0));
   EXPECT_EQ(e.Value("kvmem_http_requests_total", "endpoint=\"/v1/completions\",status=\"200\""),
             4000);
   EXPECT_EQ(e.Value("kvmem_generation_tokens_total"), 8000);

@@ -278,6 +278,16 @@ Result<TurnResult> AgentRuntime::RunTurn(const store::AgentKey* key, std::string
     policy.Abort();
     return decoded;
   }
+  if (r.end == TurnEnd::kCancelled) {
+    // Nobody took the reply (the client left, the server is stopping): the turn is not
+    // remembered, prompt nor partial reply, so the memory stays what the client's retry or
+    // next turn continues. Nothing changed to save.
+    policy.Abort();
+    r.kv_tokens = policy.n_rows();
+    slot->hot_bytes = static_cast<int64_t>(policy.bytes_in_use());
+    slot->n_tokens = r.kv_tokens;
+    return r;
+  }
   KVMEM_RETURN_IF_ERROR(policy.Commit());
   r.kv_tokens = policy.n_rows();
   r.memory_report = policy.Report();

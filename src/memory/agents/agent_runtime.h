@@ -107,7 +107,9 @@ class AgentRuntime {
   // streams through callbacks.on_text (or on_delta); the agent's cache is saved before this
   // returns, so a returned turn is durable. InvalidArgument for a bad key, or for n > 1 or
   // prompt_logprobs with a key (memory/agents/turn.h), OutOfRange when the prompt does not fit
-  // the context, IoError when the save failed (the previous turn's cache then stays).
+  // the context, IoError when the save failed (the previous turn's cache then stays). A turn
+  // whose callback stopped it (TurnEnd::kCancelled) is aborted, not committed: the agent keeps
+  // neither its prompt nor its partial reply (MemoryPolicy::Abort).
   Result<TurnResult> RunTurn(const store::AgentKey* key, std::string_view prompt_text,
                              const TurnParams& params, const TurnCallbacks& callbacks);
 
