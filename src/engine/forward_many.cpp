@@ -51,11 +51,12 @@ void ForwardMany(const model::Model& model, ThreadPool* pool, std::span<SeqPiece
       model::StoreKv(spec, l, s.block, p.rows, positions.subspan(p.first, p.rows.size()),
                      *p.piece->seq->pool(), p.first);
     }
+    s.attend.clear();
     for (const Placed& p : placed) {
-      const model::Visibility vis{positions.subspan(p.first, p.rows.size()), {}};
-      model::Attend(spec, l, p.piece->seq->view(), *p.piece->seq->pool(), vis, lw.attn_sinks,
-                    s.block, pool, p.first);
+      s.attend.push_back({&p.piece->seq->view(), p.piece->seq->pool(),
+                          {positions.subspan(p.first, p.rows.size()), {}}, p.first});
     }
+    model::AttendMany(spec, l, s.attend, lw.attn_sinks, s.block, pool);
     model::OutputAndFfn(spec, lw, s.x.data(), s.block, pool);
   }
 

@@ -47,6 +47,7 @@ struct ManyScratch {
   std::vector<float> logits;  // (rows that give logits, n_vocab)
   std::vector<int32_t> tokens;
   std::vector<int64_t> positions;
+  std::vector<model::AttendPiece> attend;
 };
 
 void ForwardMany(const model::Model& model, ThreadPool* pool, std::span<SeqPiece> pieces,

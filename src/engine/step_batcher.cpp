@@ -28,6 +28,7 @@ struct StepBatcher::Job {
   bool finished = false;
   Status status = Status::Ok();
   std::vector<float> part = {};  // the logits of this job's piece in the running step
+  std::condition_variable cv = {};  // wakes the caller: its job finished, or it runs a step
 
   bool decode() const { return tokens.size() == 1; }
 };
@@ -53,15 +54,16 @@ Status StepBatcher::Forward(kv::KvSequence* seq, std::span<const int32_t> tokens
   std::unique_lock<std::mutex> l(mu_);
   jobs_.push_back(&job);
   ++stats_.waiting;
-  if (returning_.erase(seq) > 0) cv_.notify_all();
+  if (returning_.erase(seq) > 0) gather_cv_.notify_one();
   while (!job.finished) {
     if (stepping_) {
-      cv_.wait(l);
+      job.cv.wait(l);
       continue;
     }
     // This caller runs the next step, for everyone waiting.
     stepping_ = true;
-    cv_.wait_until(l, Clock::now() + options_.gather, [&] { return returning_.empty(); });
+    gather_cv_.wait_until(l, Clock::now() + options_.gather,
+                          [&] { return returning_.empty(); });
     returning_.clear();
     const std::vector<Take> takes = PlanStep();
     l.unlock();
@@ -70,6 +72,11 @@ Status StepBatcher::Forward(kv::KvSequence* seq, std::span<const int32_t> tokens
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
     l.lock();
     int64_t tokens_in_step = 0;
+    if (options_.on_step) {
+      std::vector<const kv::KvSequence*> seqs;
+      for (const Take& t : takes) seqs.push_back(t.job->seq);
+      options_.on_step(seqs);
+    }
     for (const Take& t : takes) {
       Job* j = t.job;
       tokens_in_step += t.n;
@@ -85,6 +92,7 @@ Status StepBatcher::Forward(kv::KvSequence* seq, std::span<const int32_t> tokens
         j->finished = true;
         jobs_.erase(std::find(jobs_.begin(), jobs_.end(), j));
         if (j->decode() && j->status.ok()) returning_.insert(j->seq);
+        j->cv.notify_one();
       }
       if (j->decode()) ++stats_.decode_tokens;
     }
@@ -97,7 +105,8 @@ Status StepBatcher::Forward(kv::KvSequence* seq, std::span<const int32_t> tokens
     stats_.tokens += tokens_in_step;
     stats_.step_seconds += seconds;
     stepping_ = false;
-    cv_.notify_all();
+    // The next step is this caller's if its job goes on, else the oldest waiter's.
+    if (job.finished && !jobs_.empty()) jobs_.front()->cv.notify_one();
   }
   --stats_.waiting;
   return job.status;
@@ -118,8 +127,15 @@ std::vector<StepBatcher::Take> StepBatcher::PlanStep() {
   std::erase_if(prompts, [&](const Job* j) { return in_step.count(j->seq) > 0; });
   if (!prompts.empty() && takes.size() < max_sequences) {
     Job* p = NextPrompt(prompts);
-    const int chunk = std::max(1, takes.empty() ? options_.max_step_tokens
-                                                : options_.chunk_while_decoding);
+    int chunk = std::max(1, takes.empty() ? options_.max_step_tokens
+                                          : options_.chunk_while_decoding);
+    if (!takes.empty()) {
+      // n tokens from position d read about n * (d + n / 2) rows.
+      const int64_t depth = p->first_pos + static_cast<int64_t>(p->done_tokens);
+      while (chunk > 1 && chunk * (depth + chunk / 2) > options_.chunk_reads_while_decoding) {
+        chunk /= 2;
+      }
+    }
     const size_t left = p->tokens.size() - p->done_tokens;
     takes.push_back({p, static_cast<int>(std::min(left, static_cast<size_t>(chunk)))});
   }

@@ -174,37 +174,51 @@ int64_t ChunkRows(int64_t rows) {
 // neither on the batch nor on the thread count. Decode-sized batches spread the chunks of a
 // (token, KV head) over the threads (flash-decoding); larger batches give each thread whole
 // (token, KV head) pairs.
-void AttendGrouped(const ModelSpec& spec, int layer, const kv::KvView& view, const kv::KvPool& kv,
-                   const Visibility& vis, std::span<const float> sinks, BlockScratch& s,
-                   ThreadPool* pool, int first_token) {
+void AttendGrouped(const ModelSpec& spec, int layer, std::span<const AttendPiece> pieces,
+                   std::span<const float> sinks, BlockScratch& s, ThreadPool* pool) {
   const int group = spec.n_heads / spec.n_kv_heads;
   const int hd = spec.head_dim_k;
   const float scale = spec.attn_scale();
   const int window = spec.layers[layer].sliding_window;
-  const int64_t n_pairs = static_cast<int64_t>(vis.positions.size()) * spec.n_kv_heads;
+  // Pairs (token, KV head) of every piece, piece by piece, token-major.
+  std::vector<int> pair_piece;
+  std::vector<int64_t> pair_token;  // the token's row in the scratch
+  for (size_t j = 0; j < pieces.size(); ++j) {
+    for (size_t t = 0; t < pieces[j].vis.positions.size(); ++t) {
+      for (int g = 0; g < spec.n_kv_heads; ++g) {
+        pair_piece.push_back(static_cast<int>(j));
+        pair_token.push_back(pieces[j].first_token + static_cast<int64_t>(t));
+      }
+    }
+  }
+  const auto n_pairs = static_cast<int64_t>(pair_piece.size());
   std::vector<std::vector<kernels::KvSpan>> spans(n_pairs);
   std::vector<int64_t> first_chunk(n_pairs + 1, 0), chunk_rows(n_pairs);
   for (int64_t p = 0; p < n_pairs; ++p) {
-    CollectVisible(view, kv, layer, static_cast<int>(p % spec.n_kv_heads), window, vis,
-                   static_cast<int>(p / spec.n_kv_heads), &spans[p], nullptr);
+    const AttendPiece& piece = pieces[pair_piece[p]];
+    CollectVisible(*piece.view, *piece.kv, layer, static_cast<int>(p % spec.n_kv_heads), window,
+                   piece.vis, static_cast<int>(pair_token[p] - piece.first_token), &spans[p],
+                   nullptr);
     int64_t rows = 0;
     for (const kernels::KvSpan& sp : spans[p]) rows += sp.n_rows;
     chunk_rows[p] = ChunkRows(rows);
     first_chunk[p + 1] =
         first_chunk[p] + std::max<int64_t>(1, (rows + chunk_rows[p] - 1) / chunk_rows[p]);
   }
-  const float* q = s.q.data() + static_cast<size_t>(first_token) * spec.q_dim();
-  float* attn = s.attn.data() + static_cast<size_t>(first_token) * spec.n_heads * hd;
   auto q_of = [&](int64_t p) {
-    return q + static_cast<size_t>(p / spec.n_kv_heads) * spec.q_dim() +
+    return s.q.data() + static_cast<size_t>(pair_token[p]) * spec.q_dim() +
            static_cast<size_t>(p % spec.n_kv_heads) * group * hd;
   };
-  auto out_of = [&](int64_t p) { return attn + (static_cast<size_t>(p) * group) * hd; };
+  auto out_of = [&](int64_t p) {
+    return s.attn.data() + (static_cast<size_t>(pair_token[p]) * spec.n_heads +
+                            static_cast<size_t>(p % spec.n_kv_heads) * group) * hd;
+  };
   const size_t stride = static_cast<size_t>(group) * (hd + 2);
   auto chunk = [&](int64_t p, int64_t c, std::vector<kernels::KvSpan>* slice, Partial out) {
     SliceSpans(spans[p], c * chunk_rows[p], (c + 1) * chunk_rows[p], slice);
-    kv.AttendPartial(q_of(p), group, slice->data(), static_cast<int>(slice->size()), scale, out.acc,
-                     out.m, out.l);
+    pieces[pair_piece[p]].kv->AttendPartial(q_of(p), group, slice->data(),
+                                            static_cast<int>(slice->size()), scale, out.acc, out.m,
+                                            out.l);
   };
   // Merges chunks 1.. of pair p (next_partial(c)) into chunk 0's state `first`, in order.
   auto merge_and_finish = [&](int64_t p, Partial first, auto next_partial) {
@@ -271,7 +285,8 @@ void Attend(const ModelSpec& spec, int layer, const kv::KvView& view, const kv::
   const int n = static_cast<int>(vis.positions.size());
   assert(first_token + n <= s.n_tokens);
   if (kv.AttendPartialSupported() && spec.n_heads % spec.n_kv_heads == 0) {
-    return AttendGrouped(spec, layer, view, kv, vis, sinks, s, pool, first_token);
+    const AttendPiece piece{&view, &kv, vis, first_token};
+    return AttendGrouped(spec, layer, {&piece, 1}, sinks, s, pool);
   }
   // One task per (token, head) for balance at decode (few heads, two threads); collecting the
   // spans again per head is O(runs), small next to reading the rows.
@@ -288,6 +303,18 @@ void Attend(const ModelSpec& spec, int layer, const kv::KvView& view, const kv::
                 sinks.empty() ? -std::numeric_limits<float>::infinity() : sinks[h]);
     }
   });
+}
+
+void AttendMany(const ModelSpec& spec, int layer, std::span<const AttendPiece> pieces,
+                std::span<const float> sinks, BlockScratch& s, ThreadPool* pool) {
+  const bool grouped =
+      spec.n_heads % spec.n_kv_heads == 0 &&
+      std::all_of(pieces.begin(), pieces.end(),
+                  [](const AttendPiece& p) { return p.kv->AttendPartialSupported(); });
+  if (grouped) return AttendGrouped(spec, layer, pieces, sinks, s, pool);
+  for (const AttendPiece& p : pieces) {
+    Attend(spec, layer, *p.view, *p.kv, p.vis, sinks, s, pool, p.first_token);
+  }
 }
 
 void OutputAndFfn(const ModelSpec& spec, const LayerWeights& w, float* x, BlockScratch& s,

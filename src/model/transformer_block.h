@@ -85,6 +85,21 @@ void Attend(const ModelSpec& spec, int layer, const kv::KvView& view, const kv::
             const Visibility& vis, std::span<const float> sinks, BlockScratch& s,
             ThreadPool* pool, int first_token = 0);
 
+// One piece of a batch of several sequences: its tokens [first_token, first_token +
+// vis.positions.size()) of the scratch attend over its own view and pool.
+struct AttendPiece {
+  const kv::KvView* view = nullptr;
+  const kv::KvPool* kv = nullptr;
+  Visibility vis;
+  int first_token = 0;
+};
+
+// Attend for every piece, with the (token, KV head) pairs of all pieces in one parallel loop
+// (a decode step of many sequences pays one hand-out per layer, not one per sequence). Each
+// token's result is what Attend gives it alone.
+void AttendMany(const ModelSpec& spec, int layer, std::span<const AttendPiece> pieces,
+                std::span<const float> sinks, BlockScratch& s, ThreadPool* pool);
+
 void OutputAndFfn(const ModelSpec& spec, const LayerWeights& w, float* x, BlockScratch& s,
                   ThreadPool* pool);
 
