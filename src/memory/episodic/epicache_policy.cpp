@@ -220,7 +220,7 @@ Result<std::unique_ptr<EpiCachePolicy>> EpiCachePolicy::Make(const PolicyEnv& en
   c.keep_first = s->keep_first;
   c.sinks = s->sinks;
   c.max_batch = env.max_batch;
-  c.lock = &env.compute->mutex();
+  c.lock = env.compute != nullptr ? &env.compute->mutex() : nullptr;
   std::vector<bool> global(static_cast<size_t>(spec.n_layers));
   for (int l = 0; l < spec.n_layers; ++l) global[l] = spec.layers[l].sliding_window == 0;
   if (s->layer_budgets == "sensitivity") {
