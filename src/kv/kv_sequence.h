@@ -77,4 +77,10 @@ class KvSequence {
   std::vector<int64_t> released_through_;  // (n_layers)
 };
 
+// The row of storage index i of seq (a sequence appends rows in storage order).
+inline RowRef RowAt(const KvSequence& seq, int64_t i) {
+  const int br = seq.pool()->geometry().block_rows;
+  return {seq.blocks()[static_cast<size_t>(i / br)], static_cast<int32_t>(i % br)};
+}
+
 }  // namespace kvmem::kv

@@ -3,7 +3,7 @@
 // runtime restarted on the store answers a fourth turn exactly as the runtime that never
 // stopped (same reply, rows and report); a hostile state blob and a hostile config are refused
 // by the row's own restore and parser with a clear error. The rows' configs are small enough
-// that the tiny model's histories exercise them (memart retrieves, h2o evicts).
+// that the tiny model's histories exercise them (memart retrieves, h2o evicts, intentkv prunes).
 #include <gtest/gtest.h>
 
 #include <map>
@@ -30,6 +30,7 @@ class PolicyConformanceTest : public testing::AgentRuntimeFixture,
     static const std::map<std::string, Json> small = {
         {"memart", {{"block_size", 8}, {"top_k", 2}}},
         {"h2o", {{"budget", 12}}},
+        {"intentkv", {{"budget", 12}}},
         // Blocks of 32 bytes: the three turns build episodes, compress tails into them and
         // regroup; uniform budgets (the sensitivity profile has its own tests).
         {"epicache",
@@ -90,6 +91,12 @@ TEST_P(PolicyConformanceTest, ThreeTurnsRestartAndReplyAsTheLiveRuntime) {
   if (name == "h2o") {  // the budget bit: each list read at most 12 rows of the history
     EXPECT_LE(hot.memory_report["history_rows_read"].get<double>(), 12.0);
     EXPECT_GT(hot.memory_report["kv_len_decode"].get<double>(), 12.0);
+  }
+  if (name == "intentkv") {  // pruned to 12 history rows beside the forced ones; blocks freed
+    EXPECT_GT(hot.memory_report["dead_rows"].get<int64_t>(), 0);
+    EXPECT_LE(hot.memory_report["live_rows"].get<int64_t>(),
+              std::max<int64_t>(12, hot.memory_report["forced_rows"].get<int64_t>()) + 1);
+    EXPECT_EQ(hot.prompt.cached_tokens, hot.prompt.prompt_tokens - hot.memory_report["prefill_tokens"].get<int64_t>());
   }
   if (name == "memart") {
     EXPECT_GT(hot.memory_report["retrieved_rows"].get<int64_t>(), 0);

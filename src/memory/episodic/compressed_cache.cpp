@@ -18,11 +18,6 @@ int64_t CompressedCache::total_rows() const {
   return n;
 }
 
-kv::RowRef RowAt(const kv::KvSequence& seq, int64_t i) {
-  const int br = seq.pool()->geometry().block_rows;
-  return {seq.blocks()[static_cast<size_t>(i / br)], static_cast<int32_t>(i % br)};
-}
-
 std::vector<int64_t> BlockFirstRows(const kv::KvSequence& seq) {
   std::vector<int64_t> first(static_cast<size_t>(seq.pool()->max_blocks()), -1);
   const int br = seq.pool()->geometry().block_rows;

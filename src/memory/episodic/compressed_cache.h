@@ -46,8 +46,6 @@ struct CompressedCache {
   int64_t total_rows() const;
 };
 
-// The row of storage index i of seq (KvSequence appends rows in storage order).
-kv::RowRef RowAt(const kv::KvSequence& seq, int64_t i);
 // Storage index of each block of seq's (block id -> index of its first row; -1 elsewhere).
 std::vector<int64_t> BlockFirstRows(const kv::KvSequence& seq);
 

@@ -3,6 +3,7 @@
 #include "memory/episodic/epicache_policy.h"
 #include "memory/eviction/h2o_policy.h"
 #include "memory/full/full_policy.h"
+#include "memory/intent/intent_policy.h"
 #include "memory/policy/none_policy.h"
 #include "memory/retrieval/memart_policy.h"
 
@@ -52,7 +53,7 @@ const std::vector<PolicyKind>& PolicyKinds() {
   // One row per policy.
   static const std::vector<PolicyKind> kinds = {NonePolicyKind(), FullPolicyKind(),
                                                 MemArtPolicyKind(), H2oPolicyKind(),
-                                                EpiCachePolicyKind()};
+                                                EpiCachePolicyKind(), IntentKvPolicyKind()};
   return kinds;
 }
 

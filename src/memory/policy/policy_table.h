@@ -11,6 +11,8 @@
 //   h2o      the full cache, each (layer, KV head) reading a budget of heavy hitters and recent rows
 //   epicache a fixed budget: episodes of the conversation, each a cache compressed by block
 //            prefill, each request answered on the nearest one (and EpiCache's baselines)
+//   intentkv the full cache pruned to a budget of history rows against the session's intent;
+//            dead slots keep the prefix matching (and StreamingLLM/SnapKV/H2O, compaction)
 //
 // Thread-safety: the table is immutable; its functions are pure or create new objects.
 #pragma once
