@@ -11,6 +11,7 @@ void AddEvalCommands(CLI::App& app) {
   AddEvalKvQuantCommand(*eval);
   AddEvalNeedleCommand(*eval);
   AddEvalLocomoCommand(*eval);
+  AddEvalAgentTraceCommand(*eval);
 }
 
 }  // namespace kvmem::app

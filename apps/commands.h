@@ -19,5 +19,6 @@ void AddEvalCommands(CLI::App& app);
 void AddEvalKvQuantCommand(CLI::App& eval);
 void AddEvalNeedleCommand(CLI::App& eval);
 void AddEvalLocomoCommand(CLI::App& eval);
+void AddEvalAgentTraceCommand(CLI::App& eval);
 
 }  // namespace kvmem::app

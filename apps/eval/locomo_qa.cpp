@@ -347,12 +347,12 @@ class Runner {
       for (auto it = hist_.all.begin() + h0; it != hist_.all.end(); ++it) {
         context += tok_.TokenToPiece(*it);
       }
-      KVMEM_RETURN_IF_ERROR(agent->Ingest(context));
+      KVMEM_RETURN_IF_ERROR(agent->Ingest(context).status());
       r->truncated_tokens += h0;
     } else {
-      if (!system_.empty()) KVMEM_RETURN_IF_ERROR(agent->Ingest(system_));
+      if (!system_.empty()) KVMEM_RETURN_IF_ERROR(agent->Ingest(system_).status());
       for (const std::string& turn : hist_.text) {
-        KVMEM_RETURN_IF_ERROR(agent->Ingest(turn));
+        KVMEM_RETURN_IF_ERROR(agent->Ingest(turn).status());
         Tick(m.name + " ingest");
       }
     }

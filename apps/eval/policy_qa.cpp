@@ -49,10 +49,11 @@ Result<memory::PromptAccount> EvalAgent::Prefill(std::string_view prompt_text,
   return account;
 }
 
-Status EvalAgent::Ingest(std::string_view prompt_text) {
+Result<memory::PromptAccount> EvalAgent::Ingest(std::string_view prompt_text) {
   std::vector<float> logits;
-  KVMEM_RETURN_IF_ERROR(Prefill(prompt_text, "", &logits).status());
-  return policy_->Commit();
+  KVMEM_ASSIGN_OR_RETURN(memory::PromptAccount account, Prefill(prompt_text, "", &logits));
+  KVMEM_RETURN_IF_ERROR(policy_->Commit());
+  return account;
 }
 
 Result<Asked> EvalAgent::Ask(std::string_view prompt_text, std::string_view focus,

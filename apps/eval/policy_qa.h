@@ -53,8 +53,8 @@ class EvalAgent {
                                                    const memory::Json& config,
                                                    const EvalAgentOptions& options);
 
-  // A turn that joins the memory without a reply.
-  Status Ingest(std::string_view prompt_text);
+  // A turn that joins the memory without a reply; what its prompt cost.
+  Result<memory::PromptAccount> Ingest(std::string_view prompt_text);
   // prompt_text as a turn's whole prompt (focus: its retrieval_query); the memory is left as
   // it was. answer_tokens bounds the greedy answer.
   Result<Asked> Ask(std::string_view prompt_text, std::string_view focus,
