@@ -10,6 +10,7 @@
 #include "memory/eviction/attention_scores.h"
 #include "memory/eviction/h2o.h"
 #include "memory/intent/slot_map_eviction.h"
+#include "memory/store/prefix_match.h"
 
 namespace kvmem::memory {
 namespace {
@@ -124,6 +125,7 @@ IntentKvPolicy::IntentKvPolicy(const PolicyEnv& env, kv::KvPool* pool, IntentKvC
       memory_(env.model->spec().n_layers, env.model->spec().n_heads, env.model->spec().head_dim_k) {
   live_.assign(tokens_.size(), 1);
   heavy_.assign(tokens_.size(), 0.0);
+  conversation_ = text_;
 }
 
 Result<std::unique_ptr<IntentKvPolicy>> IntentKvPolicy::Make(const PolicyEnv& env,
@@ -269,11 +271,18 @@ Result<PromptAccount> IntentKvPolicy::Apply(const TurnPlan& plan, std::vector<fl
   const int64_t n = before + static_cast<int64_t>(ids.size());  // the prompt's rows
   const int64_t body = n - 1;                                   // pruned before the last token
 
-  // Where the prompt's parts lie, on its whole token stream.
+  // Where the prompt's parts lie, on its whole token stream; without message openers the
+  // actionable span is what the client added to the conversation the agent held.
   std::vector<int32_t> all(tokens_);
   all.insert(all.end(), ids.begin(), ids.end());
+  std::vector<size_t> ends(all.size());  // where each token's text ends in the prompt
+  size_t at = 0;
+  for (size_t i = 0; i < all.size(); ++i) ends[i] = at += env_.Piece(all[i]).size();
+  const size_t held = store::MatchText(conversation_, plan.prompt_text).matched_bytes;
+  const int64_t added = std::upper_bound(ends.begin(), ends.end(), held) - ends.begin();
+  saved_conversation_ = conversation_;
   TurnSpans spans = FindTurnSpans(
-      all, [this](int32_t id) { return env_.Piece(id); }, before);
+      all, [this](int32_t id) { return env_.Piece(id); }, added);
   if (plan.focus.end >= 0) spans.action_begin = before + plan.focus.begin;
   if (!config_.protect_system) spans.protect_end = 0;
   protect_rows_ = spans.protect_end;
@@ -356,9 +365,6 @@ Result<PromptAccount> IntentKvPolicy::Apply(const TurnPlan& plan, std::vector<fl
   }
   for (int64_t i : dropped) live_[i] = 0;
   // What the reply reads, as bytes of the prompt (before a compaction renumbers the rows).
-  std::vector<size_t> ends(all.size());
-  size_t at = 0;
-  for (size_t i = 0; i < all.size(); ++i) ends[i] = at += env_.Piece(all[i]).size();
   std::vector<uint8_t> reads(live_);
   reads.resize(all.size(), 1);
   detail_ = Json{{"live_prompt_bytes", ByteRanges(reads, ends)}};
@@ -393,6 +399,7 @@ Result<PromptAccount> IntentKvPolicy::Apply(const TurnPlan& plan, std::vector<fl
   heavy_.resize(tokens_.size(), 0.0);
   // The prompt text is the client's byte for byte, unless compaction dropped some of it.
   if (!config_.compact || saved_seq_ == nullptr) text_.assign(plan.prompt_text);
+  conversation_.assign(plan.prompt_text);
 
   const int64_t live_rows = std::count(live_.begin(), live_.end(), uint8_t{1});
   report_ = BaseReport(plan);
@@ -407,6 +414,12 @@ Result<PromptAccount> IntentKvPolicy::Apply(const TurnPlan& plan, std::vector<fl
   report_["kv_len_decode"] = live_rows;
   report_["prefix_hit"] = n > 0 ? static_cast<double>(plan.kept_rows) / n : 0.0;
   return PromptAccount{n, plan.kept_rows};
+}
+
+Status IntentKvPolicy::Step(int32_t token, std::vector<float>* logits) {
+  KVMEM_RETURN_IF_ERROR(FullPolicy::Step(token, logits));
+  conversation_.append(env_.Piece(token));
+  return Status::Ok();
 }
 
 Status IntentKvPolicy::Commit() {
@@ -425,6 +438,7 @@ Status IntentKvPolicy::Commit() {
   saved_memory_.reset();
   saved_tokens_.clear();
   saved_text_.clear();
+  saved_conversation_.reset();
   state_ = StateJson();
   return Status::Ok();
 }
@@ -446,6 +460,8 @@ void IntentKvPolicy::Abort() {
   heavy_.resize(tokens_.size(), 0.0);
   if (saved_memory_) memory_.Restore(session_, *saved_memory_);
   saved_memory_.reset();
+  if (saved_conversation_) conversation_ = std::move(*saved_conversation_);
+  saved_conversation_.reset();
 }
 
 Json IntentKvPolicy::StateJson() const {
@@ -455,8 +471,12 @@ Json IntentKvPolicy::StateJson() const {
   }
   Json s = {{"dead", RowRangesJson(dead)}, {"protect_rows", protect_rows_}};
   if (config_.scorer == Scorer::kIntentKv) s["memory"] = memory_.ToJson();
-  if (config_.scorer == Scorer::kH2o)
+  if (config_.scorer == Scorer::kH2o) {
     s["heavy"] = B64(heavy_.data(), heavy_.size() * sizeof(double));
+  }
+  if (conversation_ != text_) {  // compacted: text_ is less; base64, as it may cut a character
+    s["conversation"] = B64(conversation_.data(), conversation_.size());
+  }
   return s;
 }
 
@@ -485,6 +505,14 @@ Status IntentKvPolicy::RestoreState(const Json& state) {
   }
   for (int64_t i : dead) live_[i] = 0;
   KillRows(dead, seq_.get());
+
+  if (state.contains("conversation")) {
+    if (!state["conversation"].is_string()) {
+      return Corrupt("intentkv state: 'conversation' is not base64 text");
+    }
+    KVMEM_ASSIGN_OR_RETURN(conversation_, Base64Decode(state["conversation"].get<std::string>(),
+                                                       "intentkv state: conversation"));
+  }
   if (config_.scorer == Scorer::kIntentKv && state.contains("memory")) {
     KVMEM_RETURN_IF_ERROR(memory_.FromJson(state["memory"]));
   }

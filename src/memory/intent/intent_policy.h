@@ -60,6 +60,7 @@ class IntentKvPolicy : public FullPolicy {
 
   Result<TurnPlan> Plan(const TurnInput& input) const override;
   Result<PromptAccount> Apply(const TurnPlan& plan, std::vector<float>* logits) override;
+  Status Step(int32_t token, std::vector<float>* logits) override;
   Status Commit() override;
   void Abort() override;
   // {"live_prompt_bytes": [begin, end, ...]}: the byte ranges of the turn's prompt whose rows the
@@ -96,6 +97,10 @@ class IntentKvPolicy : public FullPolicy {
   std::vector<double> enc_sum_;
   int64_t enc_rows_ = 0;
   std::vector<double> window_;  // snapkv: (tokens_) this turn's window attention
+  // The conversation as the client knows it (prompt and reply): text_ unless compaction dropped
+  // rows; what a new prompt adds is matched against it.
+  std::string conversation_;
+  std::optional<std::string> saved_conversation_;
   Json detail_;
   Json state_;
   int64_t protect_rows_ = 0;
