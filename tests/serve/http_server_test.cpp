@@ -274,8 +274,8 @@ TEST(HttpServer, AgentsCreateWithAMemoryPolicy) {
   const std::pair<const char*, const char*> bad[] = {
       {R"({"memory":"retrieval"})", "'id': required"},
       {R"({"id":"a\u0001b"})", "id"},
-      {R"({"id":"x","memory":"episodic"})", "unknown memory policy 'episodic' (policies: none, full, memart, h2o, epicache)"},
-      {R"({"id":"x","memory":{"policy":"nope"}})", "policies: none, full, memart, h2o, epicache"},
+      {R"({"id":"x","memory":"episodic"})", "unknown memory policy 'episodic' (policies: none, full, memart, h2o, epicache, intentkv)"},
+      {R"({"id":"x","memory":{"policy":"nope"}})", "policies: none, full, memart, h2o, epicache, intentkv"},
       {R"({"id":"x","memory":{"config":{}}})", "'memory.policy'"},
       {R"({"id":"x","memory":{"policy":"h2o","budget":4}})", "'memory.budget'"},
       {R"({"id":"x","memory":{"policy":"h2o","config":[]}})", "'memory.config'"},
@@ -314,7 +314,7 @@ TEST(HttpServer, PoliciesListEveryPolicyWithItsConfig) {
   EXPECT_EQ(j["object"], "list");
   std::vector<std::string> names;
   for (const Json& p : j["data"]) names.push_back(p["name"]);
-  EXPECT_EQ(names, (std::vector<std::string>{"none", "full", "memart", "h2o", "epicache"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"none", "full", "memart", "h2o", "epicache", "intentkv"}));
   const Json& memart = j["data"][2];
   EXPECT_EQ(memart["aliases"], Json::parse(R"(["retrieval"])"));
   EXPECT_EQ(memart["config"]["top_k"]["default"], 32);
