@@ -37,10 +37,9 @@ def main(path, out):
         ax.set_xticks(range(len(methods)))
         ax.set_xticklabels(methods, rotation=60, ha="right", fontsize=8)
         ax.set_title(title, fontsize=10)
-    budget = rows[0].get("budget")
-    fig.suptitle(f"kvmem eval agent-trace: {len(by[methods[0]])} traces, budget C = 25% of each "
-                 f"trace (first: {budget} rows); grey full cache, blue dead slots, red compaction",
-                 fontsize=10)
+    share = rows[0]["budget"] / rows[0]["length"]
+    fig.suptitle(f"kvmem eval agent-trace: {len(by[methods[0]])} traces, budget C = {share:.0%} of "
+                 f"each trace; grey full cache, blue dead slots, red compaction", fontsize=10)
     fig.tight_layout()
     fig.savefig(out, dpi=110)
 

@@ -1,6 +1,7 @@
 #include "memory/full/full_policy.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "engine/forward.h"
 
@@ -74,11 +75,29 @@ void FullPolicy::KeepPrefix(const TurnPlan& plan) {
   turn_text_ = plan.kept_text_bytes;
 }
 
-Status FullPolicy::Prefill(std::span<const int32_t> ids, std::vector<float>* logits) {
+Status FullPolicy::Prefill(std::span<const int32_t> ids, std::vector<float>* logits,
+                           const engine::LayerTap* tap) {
+  std::unique_lock<std::mutex> exclusive;  // a tap in every layer: the model to itself
+  std::optional<engine::ForwardPass> fp;
+  if (tap != nullptr) {
+    exclusive = env_.compute->Exclusive();
+    fp.emplace(*env_.model, env_.threads);
+    fp->set_tap(*tap);
+  }
   const size_t batch = static_cast<size_t>(env_.max_batch);
   for (size_t begin = 0; begin < ids.size(); begin += batch) {
     const auto part = ids.subspan(begin, std::min(batch, ids.size() - begin));
-    const Status st = env_.compute->Forward(seq_.get(), part, seq_->n_rows(), false, logits);
+    Status st;
+    if (fp) {
+      engine::Batch b;
+      b.tokens.assign(part.begin(), part.end());
+      for (size_t i = 0; i < part.size(); ++i) b.positions.push_back(seq_->n_rows() + int64_t(i));
+      st = fp->Begin(b, seq_.get());
+      while (st.ok() && !fp->done()) fp->StepLayer();
+      if (st.ok() && logits != nullptr && begin + part.size() == ids.size()) fp->Finish(logits);
+    } else {
+      st = env_.compute->Forward(seq_.get(), part, seq_->n_rows(), false, logits);
+    }
     if (!st.ok()) {
       seq_->Truncate(static_cast<int64_t>(tokens_.size()));
       return st;

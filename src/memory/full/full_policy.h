@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/forward.h"
 #include "memory/policy/memory_policy.h"
 
 namespace kvmem::memory {
@@ -39,10 +40,12 @@ class FullPolicy : public MemoryPolicy {
   // The plan's rows before its prefill: the kept prefix (a new sequence when none is kept),
   // where the turn begins.
   void KeepPrefix(const TurnPlan& plan);
-  // Prefills `ids` after the sequence's rows (micro-batched, under the compute lock), their
-  // tokens and pieces appended as each micro-batch lands; logits of the last. On error the
-  // sequence is cut back to the tokens that landed.
-  Status Prefill(std::span<const int32_t> ids, std::vector<float>* logits);
+  // Prefills `ids` after the sequence's rows (micro-batched, through the batcher), their
+  // tokens and pieces appended as each micro-batch lands; logits of the last. With a tap, the
+  // passes run under compute->Exclusive() with the tap in every layer (logits may then be null).
+  // On error the sequence is cut back to the tokens that landed.
+  Status Prefill(std::span<const int32_t> ids, std::vector<float>* logits,
+                 const engine::LayerTap* tap = nullptr);
   // The report every cache policy starts from.
   Json BaseReport(const TurnPlan& plan) const;
 

@@ -173,29 +173,6 @@ Result<TurnPlan> IntentKvPolicy::Plan(const TurnInput& input) const {
   return plan;
 }
 
-Status IntentKvPolicy::PrefillTapped(std::span<const int32_t> ids, const engine::LayerTap& tap) {
-  const auto exclusive = env_.compute->Exclusive();  // a tap in every layer
-  engine::ForwardPass fp(*env_.model, env_.threads);
-  fp.set_tap(tap);
-  for (size_t begin = 0; begin < ids.size(); begin += static_cast<size_t>(env_.max_batch)) {
-    const auto part = ids.subspan(begin, std::min<size_t>(env_.max_batch, ids.size() - begin));
-    engine::Batch b;
-    b.tokens.assign(part.begin(), part.end());
-    for (size_t i = 0; i < part.size(); ++i) b.positions.push_back(seq_->n_rows() + int64_t(i));
-    Status st = fp.Begin(b, seq_.get());
-    if (st.ok()) {
-      while (!fp.done()) fp.StepLayer();
-    }
-    if (!st.ok()) {
-      seq_->Truncate(static_cast<int64_t>(tokens_.size()));
-      return st;
-    }
-    tokens_.insert(tokens_.end(), part.begin(), part.end());
-    for (int32_t id : part) text_.append(env_.Piece(id));
-  }
-  return Status::Ok();
-}
-
 std::vector<int64_t> IntentKvPolicy::Rank(std::span<const int64_t> candidates, int64_t n_keep,
                                           const TurnSpans& spans) {
   const size_t n = tokens_.size();
@@ -314,20 +291,21 @@ Result<PromptAccount> IntentKvPolicy::Apply(const TurnPlan& plan, std::vector<fl
   if (tap_from < body) {
     const bool q_tap = config_.scorer == Scorer::kIntentKv || config_.scorer == Scorer::kQuery;
     const size_t row = static_cast<size_t>(spec.n_heads) * spec.head_dim_k;
-    KVMEM_RETURN_IF_ERROR(PrefillTapped(
+    const engine::LayerTap tap = [&](const engine::TapContext& t) {
+      if (!q_tap) {
+        attention.Add(t, *seq_, env_.threads);
+        return;
+      }
+      const std::span<const float> q = t.q();  // (n_tokens, n_heads, head_dim_k)
+      double* dst = enc_sum_.data() + static_cast<size_t>(t.layer()) * row;
+      for (int i = 0; i < t.n_tokens(); ++i) {
+        for (size_t j = 0; j < row; ++j) dst[j] += q[i * row + j];
+      }
+      if (t.layer() == 0) enc_rows_ += t.n_tokens();
+    };
+    KVMEM_RETURN_IF_ERROR(Prefill(
         ids.subspan(static_cast<size_t>(tap_from - before), static_cast<size_t>(body - tap_from)),
-        [&](const engine::TapContext& tap) {
-          if (!q_tap) {
-            attention.Add(tap, *seq_, env_.threads);
-            return;
-          }
-          const std::span<const float> q = tap.q();  // (n_tokens, n_heads, head_dim_k)
-          double* dst = enc_sum_.data() + static_cast<size_t>(tap.layer()) * row;
-          for (int t = 0; t < tap.n_tokens(); ++t) {
-            for (size_t i = 0; i < row; ++i) dst[i] += q[t * row + i];
-          }
-          if (tap.layer() == 0) enc_rows_ += tap.n_tokens();
-        }));
+        nullptr, &tap));
   }
   live_.resize(tokens_.size(), 1);
   heavy_.resize(tokens_.size(), 0.0);

@@ -72,9 +72,6 @@ class IntentKvPolicy : public FullPolicy {
   IntentKvPolicy(const PolicyEnv& env, kv::KvPool* pool, IntentKvConfig config,
                  StoredMemory stored);
   Status RestoreState(const Json& state);
-  // Prefills ids (at the end of the sequence) under a layer tap, micro-batched; their tokens and
-  // pieces appended as FullPolicy::Prefill does.
-  Status PrefillTapped(std::span<const int32_t> ids, const engine::LayerTap& tap);
   // Ranks the candidates and returns the kept ones (ascending storage indices).
   std::vector<int64_t> Rank(std::span<const int64_t> candidates, int64_t n_keep,
                             const TurnSpans& spans);
