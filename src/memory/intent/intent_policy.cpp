@@ -188,7 +188,6 @@ std::vector<int64_t> IntentKvPolicy::Rank(std::span<const int64_t> candidates, i
       std::span<const float> m;
       QueryMemory current(spec.n_layers, spec.n_heads, spec.head_dim_k, 1);
       if (config_.scorer == Scorer::kIntentKv) {
-        session_ = SessionKey(tokens_, spans);
         const std::span<const float> before = memory_.Find(session_);
         saved_memory_ = std::vector<float>(before.begin(), before.end());
         m = memory_.Update(session_, enc, config_.lambda);
@@ -261,6 +260,7 @@ Result<PromptAccount> IntentKvPolicy::Apply(const TurnPlan& plan, std::vector<fl
   TurnSpans spans = FindTurnSpans(
       all, [this](int32_t id) { return env_.Piece(id); }, added);
   if (plan.focus.end >= 0) spans.action_begin = before + plan.focus.begin;
+  session_ = SessionKey(all, spans);
   if (!config_.protect_system) spans.protect_end = 0;
   protect_rows_ = spans.protect_end;
 

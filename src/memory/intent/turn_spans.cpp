@@ -56,8 +56,9 @@ TurnSpans FindTurnSpans(std::span<const int32_t> tokens,
 
 uint64_t SessionKey(std::span<const int32_t> tokens, const TurnSpans& spans) {
   std::span<const int32_t> key = tokens.first(std::min<size_t>(tokens.size(), 256));
-  if (spans.session_end > spans.session_begin) {
-    key = tokens.subspan(spans.session_begin, spans.session_end - spans.session_begin);
+  const int64_t end = std::min<int64_t>(spans.session_end, static_cast<int64_t>(tokens.size()));
+  if (end > spans.session_begin && spans.session_begin >= 0) {
+    key = tokens.subspan(spans.session_begin, end - spans.session_begin);
   }
   return Fnv1a64(key.data(), key.size_bytes());
 }
