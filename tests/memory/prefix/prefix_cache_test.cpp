@@ -18,7 +18,8 @@ constexpr int kDim = 32;
 
 kv::KvGeometry Geometry() { return {2, 1, kDim, kDim, 256}; }
 
-// Writes rows for tokens[matched..) after the turn's matched prefix, K = (token, position, ...).
+// Writes rows for tokens[matched..) after the turn's matched prefix, K = (token, position, ...)
+// (ids and positions below 2048: exact in f16).
 void Prefill(PrefixTurn& turn, std::span<const int32_t> tokens) {
   const int64_t first = turn.next_position();
   const int n = static_cast<int>(tokens.size() - static_cast<size_t>(first));
@@ -172,7 +173,7 @@ TEST(PrefixCache, ConcurrentTurnsOfOneTenant) {
         // A few shared system prompts, each with a question of its own.
         const int system = static_cast<int>(rng() % 3);
         std::vector<int32_t> p;
-        for (int j = 0; j < 40 + system * 7; ++j) p.push_back(system * 10000 + j);
+        for (int j = 0; j < 40 + system * 7; ++j) p.push_back(system * 500 + j);
         const int question = static_cast<int>(rng() % 40) + 1;
         for (int j = 0; j < question; ++j) p.push_back(static_cast<int32_t>(rng() % 50));
         auto t = cache.Begin("t", p, static_cast<int64_t>(p.size()) - 1, 40);
