@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "engine/step_batcher.h"
@@ -217,6 +218,42 @@ TEST_F(PrefixCacheRuntime, AnonymousTurnsReuseTheirTenantsPrefixes) {
   EXPECT_GT(s.prefix_cache.tree.hit_tokens, 0);
   EXPECT_EQ(s.prefix_cache.turns, 0);
   EXPECT_EQ(without->stats().prefix_cache.tree.lookups, 0);
+}
+
+TEST_F(PrefixCacheRuntime, ConcurrentAnonymousTurnsAnswerAsWithoutTheCache) {
+  // Three threads, each asking questions after a system prompt of its own, so every thread's
+  // later turns find its prefix; a tiny budget makes every commit evict while others read.
+  auto without = RuntimeWithCache(0);
+  std::vector<std::string> prompts;
+  for (int i = 0; i < 12; ++i) {
+    prompts.push_back(std::string(120 + 40 * (i % 3), static_cast<char>('a' + i % 3)) +
+                      " question " + std::to_string(i) + "?");
+  }
+  std::vector<std::string> want;
+  for (const std::string& p : prompts) want.push_back(Ask(*without, p, "acme").texts[0]);
+  for (const size_t budget : {size_t{16} << 10, size_t{8} << 20}) {
+    SCOPED_TRACE("budget " + std::to_string(budget));
+    auto with = RuntimeWithCache(budget);
+    std::vector<std::string> got(prompts.size());
+    std::vector<std::thread> threads;
+    for (int w = 0; w < 3; ++w) {
+      threads.emplace_back([&, w] {
+        for (size_t i = static_cast<size_t>(w); i < prompts.size(); i += 3) {
+          got[i] = Ask(*with, prompts[i], "acme").texts[0];
+        }
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    EXPECT_EQ(got, want);
+    const RuntimeStats s = with->stats();
+    if (budget < (size_t{1} << 20)) {
+      EXPECT_GT(s.prefix_cache.tree.evictions, 0);
+    } else {
+      EXPECT_EQ(s.prefix_cache.tree.evictions, 0);
+      EXPECT_GE(s.prefix_cache.tree.hit_tokens, 9 * 120);  // 3 later turns x 3 threads
+    }
+    EXPECT_EQ(s.prefix_cache.turns, 0);
+  }
 }
 
 }  // namespace
