@@ -73,8 +73,9 @@ struct AgentRuntimeOptions {
   // whole prompt, the `none` policy).
   size_t prefix_cache_bytes = size_t{256} << 20;
   // Room in the cache's pool beside the cached prefixes for this many anonymous turns of a whole
-  // context in flight (memory is taken as rows are written, not up front).
-  int prefix_cache_room_turns = 8;
+  // context in flight (twice kvmem serve's default --max-running; only the block table is sized
+  // up front, memory is taken as rows are written).
+  int prefix_cache_room_turns = 32;
 };
 
 struct AgentStatus {
