@@ -104,6 +104,7 @@ Result<std::unique_ptr<AgentEnv>> OpenAgentEnv(const AgentEnvOptions& o, bool wi
   ro.hot_budget_bytes = static_cast<size_t>(std::max<int64_t>(o.hot_budget_mib, 1)) << 20;
   ro.prefault_bytes = static_cast<size_t>(std::max<int64_t>(o.prefault_mib, 0)) << 20;
   ro.max_history_tokens = o.max_history_tokens;
+  ro.prefix_cache_bytes = static_cast<size_t>(std::max<int64_t>(o.prefix_cache_bytes, 0));
   ro.model_fingerprint = fingerprint;
   ro.presets_dir = presets_dir;
   const std::string embed_path = o.embed_model.empty() ? DefaultEmbedModel() : o.embed_model;

@@ -27,6 +27,8 @@ struct AgentEnvOptions {
   int64_t hot_budget_mib = 2048;
   int64_t prefault_mib = 256;  // KV memory written at start-up (kvmem serve)
   int64_t max_history_tokens = int64_t{1} << 17;  // bound of histories beyond the context
+  // The prefix cache of requests without an agent (AgentRuntimeOptions); 0: none.
+  int64_t prefix_cache_bytes = int64_t{256} << 20;
   // The memory policy of agents created without one (AgentRuntime::SetDefaultMemory).
   std::string memory = "full";
   std::string memory_config = "{}";  // JSON object

@@ -93,6 +93,11 @@ void AddServeCommand(CLI::App& app) {
   cmd->add_option("--cors-origin", o->cors_origins,
                   "let web pages of this origin (https://app.example:8443, or *) call the API "
                   "from a browser; repeatable");
+  cmd->add_option("--prefix-cache-bytes", o->env.prefix_cache_bytes,
+                  "KV bytes of prompt prefixes cached for requests without an agent (per-tenant "
+                  "radix tree, LRU); 0 disables")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--max-running", o->max_running,
                   "generation requests running at once (one per agent)")
       ->capture_default_str()

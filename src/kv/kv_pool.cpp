@@ -56,6 +56,9 @@ KvPool::KvPool(KvGeometry geometry, int max_blocks, KvFormats formats, LayerChun
   staging_elems_ =
       kivi() ? static_cast<size_t>(geo_.n_layers) * geo_.n_kv_heads * kGroup * geo_.head_dim_k : 0;
   assert(chunks_ == nullptr || chunks_->chunk_bytes() == layer_bytes_);
+  // Never reallocated: a block's entry stays where it is while other threads read other blocks
+  // (see Thread-safety in the header). max_blocks bounds the pool's memory, so this is small.
+  blocks_.reserve(static_cast<size_t>(std::max(max_blocks_, 0)));
 }
 
 KvPool::~KvPool() {
@@ -110,7 +113,23 @@ const uint16_t* KvPool::V(int32_t block, int layer, int head) const {
 
 int32_t KvPool::QuantizedRows(int32_t written) { return written / kGroup * kGroup; }
 
+int KvPool::blocks_in_use() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return in_use_;
+}
+
+size_t KvPool::bytes_in_use() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return layers_in_use_ * layer_bytes_;
+}
+
+size_t KvPool::peak_bytes_in_use() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return peak_layers_in_use_ * layer_bytes_;
+}
+
 size_t KvPool::staging_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
   size_t n = 0;
   for (const Block& b : blocks_) {
     if (b.staging) n += staging_elems_ * sizeof(uint16_t);
@@ -144,6 +163,7 @@ void KvPool::MaybeFreeStaging(Block& b) const {
 }
 
 Result<int32_t> KvPool::Allocate() {
+  std::lock_guard<std::mutex> lock(mu_);
   int32_t id;
   if (!free_.empty()) {
     id = free_.back();
@@ -173,6 +193,7 @@ Result<int32_t> KvPool::Allocate() {
 }
 
 void KvPool::Free(int32_t block) {
+  std::lock_guard<std::mutex> lock(mu_);
   assert(block >= 0 && block < static_cast<int32_t>(blocks_.size()) && blocks_[block].used);
   Block& b = blocks_[block];
   for (const LayerData& d : b.layers) layers_in_use_ -= d ? 1 : 0;
@@ -183,6 +204,7 @@ void KvPool::Free(int32_t block) {
 }
 
 void KvPool::ReleaseLayer(int32_t block, int layer) {
+  std::lock_guard<std::mutex> lock(mu_);
   Block& b = blocks_[block];
   assert(b.used && layer >= 0 && layer < geo_.n_layers);
   if (!b.layers[layer]) return;
@@ -225,6 +247,7 @@ Status KvPool::LoadLayer(int32_t block, int layer, std::span<const uint8_t> data
                            std::to_string(needs_staging ? staging_elems : 0));
   }
   if (!b.layers[layer]) {
+    std::lock_guard<std::mutex> lock(mu_);
     b.layers[layer] = TakeLayerStorage();
     ++layers_in_use_;
     peak_layers_in_use_ = std::max(peak_layers_in_use_, layers_in_use_);

@@ -30,12 +30,18 @@
 // Thread-safety: Allocate/Free/ReleaseLayer/LoadLayer, WriteToken and Reposition mutate; WriteToken
 // calls for distinct blocks may run concurrently, those for one block may not.
 // Span/Attend/ReadToken are const and may run concurrently with each other.
+// Allocate, Free, ReleaseLayer and LoadLayer's storage bookkeeping take one mutex, and the block
+// table is reserved at construction (never reallocated), so one pool may be shared by several
+// sequences on several threads (the prefix cache's pool, memory/prefix/prefix_cache.h): one
+// thread may allocate or free blocks while others write or attend over rows of *other* blocks in
+// use. The counters below (blocks_in_use, bytes_in_use, ...) read under the same mutex.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <vector>
 
@@ -92,14 +98,14 @@ class KvPool {
   const KvGeometry& geometry() const { return geo_; }
   const KvFormats& formats() const { return formats_; }
   int max_blocks() const { return max_blocks_; }
-  int blocks_in_use() const { return in_use_; }
+  int blocks_in_use() const;
   // Stored bytes of one block (all layers, K and V, scales included; kivi4 staging excluded).
   size_t bytes_per_block() const { return layer_bytes_ * geo_.n_layers; }
   // Stored bytes of one layer of a block.
   size_t layer_bytes() const { return layer_bytes_; }
   // Layer storage held by blocks in use (released layers excluded), and the most ever held.
-  size_t bytes_in_use() const { return layers_in_use_ * layer_bytes_; }
-  size_t peak_bytes_in_use() const { return peak_layers_in_use_ * layer_bytes_; }
+  size_t bytes_in_use() const;
+  size_t peak_bytes_in_use() const;
   // Bytes one token takes in the pool, all layers, K and V (kivi4 K amortized over its groups).
   size_t bytes_per_token() const { return token_bytes_; }
   // kivi4 K staging currently allocated, all blocks.
@@ -223,7 +229,8 @@ class KvPool {
   size_t layer_bytes_ = 0;
   size_t token_bytes_ = 0;
   size_t staging_elems_ = 0;  // per block
-  std::vector<Block> blocks_;
+  mutable std::mutex mu_;  // free_, spare_layers_, the counters; blocks_ never reallocates
+  std::vector<Block> blocks_;  // reserved for max_blocks_
   std::vector<int32_t> free_;
   std::vector<LayerData> spare_layers_;  // released layer storage, reused before new memory
   LayerChunks* chunks_ = nullptr;

@@ -16,6 +16,29 @@ std::unique_ptr<KvSequence> KvSequence::Fork(const KvSequence& parent) {
   return fork;
 }
 
+void KvSequence::ReadShared(std::span<const RowRef> rows, int64_t first_pos) {
+  // Runs of consecutive rows of one block, as the view stores them.
+  for (size_t i = 0; i < rows.size();) {
+    size_t j = i + 1;
+    while (j < rows.size() && rows[j].block == rows[i].block &&
+           rows[j].row == rows[j - 1].row + 1) {
+      ++j;
+    }
+    view_.Append(rows[i], static_cast<int>(j - i), first_pos + static_cast<int64_t>(i));
+    i = j;
+  }
+}
+
+std::vector<int32_t> KvSequence::TakeBlocks() {
+  std::vector<int32_t> out = std::move(blocks_);
+  blocks_.clear();
+  n_rows_ = 0;
+  view_.Clear();
+  std::fill(released_blocks_.begin(), released_blocks_.end(), 0);
+  std::fill(released_through_.begin(), released_through_.end(), kNoPosition);
+  return out;
+}
+
 KvSequence::~KvSequence() {
   for (int32_t b : blocks_) pool_->Free(b);
 }

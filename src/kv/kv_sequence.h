@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "core/status.h"
@@ -31,6 +32,20 @@ class KvSequence {
   // the fork and neither frees, overwrites nor releases (sliding window) the shared rows while
   // it lives, so decode the forks before the parent goes on.
   static std::unique_ptr<KvSequence> Fork(const KvSequence& parent);
+  // Adds rows this sequence reads but does not own to every layer's view, read at positions
+  // first_pos, first_pos + 1, ... (a prefix shared from the prefix cache,
+  // memory/prefix/prefix_cache.h). Same precondition as Fork: the rows are written, and their
+  // owner neither frees, overwrites nor releases them while this sequence reads them. Call
+  // before the sequence's own rows are appended, so positions stay in view order.
+  void ReadShared(std::span<const RowRef> rows, int64_t first_pos);
+  // Hands the sequence's blocks to the caller, who frees them (KvPool::Free) when done: the
+  // sequence then owns and reads nothing (the prefix cache keeps a finished turn's rows).
+  std::vector<int32_t> TakeBlocks();
+  // The pool row of the sequence's own row i (storage order), i < n_rows().
+  RowRef OwnRow(int64_t i) const {
+    const int block_rows = pool_->geometry().block_rows;
+    return {blocks_[static_cast<size_t>(i / block_rows)], static_cast<int32_t>(i % block_rows)};
+  }
   ~KvSequence();
   KvSequence(const KvSequence&) = delete;
   KvSequence& operator=(const KvSequence&) = delete;

@@ -206,6 +206,11 @@ struct BackendStats {
   int64_t agents_stored = 0;    // agents with a cache in the store
   int64_t queued_requests = 0;  // admitted requests waiting for their agent or a batch slot
   engine::StepStats steps;      // the batched forward steps so far
+  // The prefix cache of requests without an agent (memory/prefix/prefix_cache.h).
+  int64_t prefix_cache_hit_tokens = 0;     // prompt tokens read from it, all lookups
+  int64_t prefix_cache_lookup_tokens = 0;  // prompt tokens looked up (all but each last one)
+  int64_t prefix_cache_bytes = 0;          // KV bytes of the pool blocks it holds
+  int64_t prefix_cache_evictions = 0;      // cached prefixes (tree leaves) evicted
 };
 
 const char* FinishReasonName(FinishReason reason);  // "end_turn", "stop_sequence", …

@@ -138,6 +138,7 @@ Result<GenerationResult> EngineBackend::Generate(const GenerationRequest& reques
   params.logprobs = request.logprobs;
   params.prompt_logprobs = request.prompt_logprobs;
   params.raw_reply = request.raw_reply;
+  params.tenant = request.agent.tenant;  // an anonymous turn's prefix cache
   std::optional<engine::grammar::GrammarConstraint> constraint;  // response_format, tools
   if (request.grammar != nullptr) {
     params.constraint = &constraint.emplace(request.grammar, &token_table());
@@ -255,6 +256,10 @@ BackendStats EngineBackend::stats() const {
   b.agents_stored = s.agents_stored;
   b.queued_requests = s.waiting_turns;
   b.steps = s.steps;
+  b.prefix_cache_hit_tokens = s.prefix_cache.tree.hit_tokens;
+  b.prefix_cache_lookup_tokens = s.prefix_cache.tree.lookup_tokens;
+  b.prefix_cache_bytes = s.prefix_cache.bytes_held;
+  b.prefix_cache_evictions = s.prefix_cache.tree.evictions;
   return b;
 }
 

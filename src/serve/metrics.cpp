@@ -196,6 +196,17 @@ std::string ServerMetrics::Render(const BackendStats& backend, const AdmissionCo
   Scalar("kvmem_turns_waiting", "gauge",
          "Running requests waiting inside the backend for their agent or a batch slot.",
          static_cast<double>(backend.queued_requests), &out);
+  Scalar("kvmem_prefix_cache_hit_tokens_total", "counter",
+         "Prompt tokens of requests without an agent read from the prefix cache.",
+         static_cast<double>(backend.prefix_cache_hit_tokens), &out);
+  Scalar("kvmem_prefix_cache_lookup_tokens_total", "counter",
+         "Prompt tokens of requests without an agent looked up in the prefix cache.",
+         static_cast<double>(backend.prefix_cache_lookup_tokens), &out);
+  Scalar("kvmem_prefix_cache_bytes", "gauge", "KV bytes of the pool blocks the prefix cache holds.",
+         static_cast<double>(backend.prefix_cache_bytes), &out);
+  Scalar("kvmem_prefix_cache_evictions_total", "counter",
+         "Cached prefixes (radix tree leaves) evicted from the prefix cache.",
+         static_cast<double>(backend.prefix_cache_evictions), &out);
   Scalar("kvmem_store_bytes", "gauge", "Bytes of agents' KV caches in the persistent store.",
          static_cast<double>(backend.store_bytes), &out);
   Scalar("kvmem_hot_cache_bytes", "gauge", "Bytes of agents' KV rows resident in memory.",

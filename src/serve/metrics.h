@@ -19,6 +19,9 @@
 //   kvmem_requests_in_flight                         gauge    running + queued
 //   kvmem_turns_waiting, kvmem_store_bytes, kvmem_hot_cache_bytes, kvmem_agents{state}
 //                                                    gauges   from Backend::stats() at scrape time
+//   kvmem_prefix_cache_hit_tokens_total, kvmem_prefix_cache_lookup_tokens_total,
+//   kvmem_prefix_cache_evictions_total               counters the prefix cache of requests
+//   kvmem_prefix_cache_bytes                         gauge    without an agent, at scrape time
 // Thread-safe: all methods may be called concurrently.
 #pragma once
 

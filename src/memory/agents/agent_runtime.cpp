@@ -14,6 +14,7 @@
 #include "kv/kv_sequence.h"
 #include "memory/agents/agent_slot.h"
 #include "memory/agents/reply_decoder.h"
+#include "memory/prefix/prefix_cached_policy.h"
 
 namespace kvmem::memory {
 namespace {
@@ -95,6 +96,14 @@ AgentRuntime::AgentRuntime(const model::Model& model, const tokenizer::Tokenizer
   default_memory_ = *ParseMemorySpec(env_, "full", Json::object());
   const kv::KvPool probe(model.kv_geometry(options_.block_rows), 0, options_.formats);
   chunks_ = std::make_unique<kv::LayerChunks>(probe.layer_bytes(), options_.hot_budget_bytes);
+  if (options_.prefix_cache_bytes > 0) {
+    const int64_t turn_blocks =
+        (n_ctx_ + prefix::PrefixCache::kBlockRows - 1) / prefix::PrefixCache::kBlockRows;
+    prefix_cache_ = std::make_unique<prefix::PrefixCache>(
+        model.kv_geometry(prefix::PrefixCache::kBlockRows), options_.formats,
+        options_.prefix_cache_bytes,
+        static_cast<int>(turn_blocks * std::max(options_.prefix_cache_room_turns, 1)));
+  }
 }
 
 AgentRuntime::~AgentRuntime() = default;
@@ -258,6 +267,10 @@ Result<TurnResult> AgentRuntime::RunTurn(const store::AgentKey* key, std::string
   Turn turn(*slot);
   // Choices of n > 1 decode one after another, each on a fork that holds only its own rows.
   const int64_t fork_rows = params.n > 1 ? params.max_tokens + options_.block_rows : 0;
+  if (key == nullptr && prefix_cache_ != nullptr) {
+    slot->policy = std::make_unique<PrefixCachedPolicy>(env_, prefix_cache_.get(), params.tenant,
+                                                        params.max_tokens + fork_rows);
+  }
   KVMEM_ASSIGN_OR_RETURN(r.prompt.tier, Acquire(key, *slot, &r.prompt.load_seconds, fork_rows));
   MemoryPolicy& policy = *slot->policy;
   KVMEM_ASSIGN_OR_RETURN(TurnPlan plan, policy.Plan({prompt_text, params.focus}));
@@ -524,6 +537,7 @@ Status AgentRuntime::Delete(const store::AgentKey& key) {
 RuntimeStats AgentRuntime::stats() {
   RuntimeStats s;
   s.steps = batcher_.stats();
+  if (prefix_cache_ != nullptr) s.prefix_cache = prefix_cache_->stats();
   {
     std::lock_guard<std::mutex> l(registry_mu_);
     for (auto& [name, slot] : slots_) {

@@ -34,6 +34,7 @@
 #include "memory/agents/tier.h"
 #include "memory/agents/turn.h"
 #include "memory/policy/policy_table.h"
+#include "memory/prefix/prefix_cache.h"
 #include "memory/store/agent_id.h"
 #include "memory/store/agent_store.h"
 #include "memory/store/prefix_match.h"
@@ -67,6 +68,14 @@ struct AgentRuntimeOptions {
   // The sentence encoder policies cluster and route text with (PolicyEnv::encoder); may be
   // null. Outlives the runtime.
   const embed::SentenceEncoder* encoder = nullptr;
+  // The radix prefix cache of turns that name no agent (memory/prefix/prefix_cache.h): KV bytes
+  // of cached prefixes it keeps, per tenant-keyed tree, LRU; 0: none (such turns prefill their
+  // whole prompt, the `none` policy).
+  size_t prefix_cache_bytes = size_t{256} << 20;
+  // Room in the cache's pool beside the cached prefixes for this many anonymous turns of a whole
+  // context in flight (twice kvmem serve's default --max-running; only the block table is sized
+  // up front, memory is taken as rows are written).
+  int prefix_cache_room_turns = 32;
 };
 
 struct AgentStatus {
@@ -88,6 +97,7 @@ struct RuntimeStats {
   int64_t store_bytes = 0;
   int64_t waiting_turns = 0;
   engine::StepStats steps;  // the batched forward steps so far
+  prefix::PrefixCacheStats prefix_cache;  // zeros without a prefix cache
 };
 
 class AgentRuntime {
@@ -102,7 +112,8 @@ class AgentRuntime {
   // its cache load, not page faults.
   Status Warmup();
 
-  // One turn of `key`'s conversation (nullptr: an anonymous turn that reads and keeps nothing):
+  // One turn of `key`'s conversation (nullptr: an anonymous turn, which keeps nothing of its own
+  // but reads and feeds the prefix cache of params.tenant when the runtime has one):
   // prompt_text is the whole rendered prompt (chat template applied, no BOS text). The reply
   // streams through callbacks.on_text (or on_delta); the agent's cache is saved before this
   // returns, so a returned turn is durable. InvalidArgument for a bad key, or for n > 1 or
@@ -176,6 +187,7 @@ class AgentRuntime {
   MemorySpec default_memory_;
   std::unique_ptr<kv::LayerChunks> chunks_;  // layer memory shared by the agents' pools
   engine::StepBatcher batcher_;  // every forward pass over threads_ (PolicyEnv::compute)
+  std::unique_ptr<prefix::PrefixCache> prefix_cache_;  // anonymous turns' prefixes; may be null
   std::mutex registry_mu_;
   std::map<std::string, std::shared_ptr<Slot>> slots_;  // by tenant '/' id
 };

@@ -45,6 +45,9 @@ struct TurnParams {
   // The reply's text with its special tokens, harmony's messages not split into what the user
   // sees (tokenizer::ReplyDecoder): for a reader of the whole reply (harmony's tool calls).
   bool raw_reply = false;
+  // Anonymous turns: the authenticated tenant whose prefix cache the turn reads and feeds (no
+  // tenant ever matches another's prefixes). Ignored for agents (their key names the tenant).
+  std::string tenant = "default";
 };
 
 struct PromptStats {
