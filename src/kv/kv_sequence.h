@@ -41,11 +41,6 @@ class KvSequence {
   // Hands the sequence's blocks to the caller, who frees them (KvPool::Free) when done: the
   // sequence then owns and reads nothing (the prefix cache keeps a finished turn's rows).
   std::vector<int32_t> TakeBlocks();
-  // The pool row of the sequence's own row i (storage order), i < n_rows().
-  RowRef OwnRow(int64_t i) const {
-    const int block_rows = pool_->geometry().block_rows;
-    return {blocks_[static_cast<size_t>(i / block_rows)], static_cast<int32_t>(i % block_rows)};
-  }
   ~KvSequence();
   KvSequence(const KvSequence&) = delete;
   KvSequence& operator=(const KvSequence&) = delete;

@@ -309,15 +309,17 @@ Result<PromptAccount> IntentKvPolicy::Apply(const TurnPlan& plan, std::vector<fl
   }
   live_.resize(tokens_.size(), 1);
   heavy_.resize(tokens_.size(), 0.0);
+  // The tapped tokens' attention, summed over layers and KV heads: SnapKV's window scores, and
+  // what H2O adds to its accumulated ones.
   window_.assign(tokens_.size(), 0.0);
   for (int l = 0; l < attention.n_layers(); ++l) {
     for (int g = 0; g < attention.n_kv_heads(); ++g) {
       const std::span<const double> s = attention.of(l, g);
-      for (size_t i = 0; i < s.size() && i < heavy_.size(); ++i) {
-        heavy_[i] += s[i];
-        window_[i] += s[i];
-      }
+      for (size_t i = 0; i < s.size() && i < window_.size(); ++i) window_[i] += s[i];
     }
+  }
+  if (config_.scorer == Scorer::kH2o) {
+    for (size_t i = 0; i < window_.size(); ++i) heavy_[i] += window_[i];
   }
 
   // Eq. 1 once the live rows pass the budget.

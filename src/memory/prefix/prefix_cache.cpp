@@ -82,7 +82,7 @@ void PrefixCache::Commit(PrefixTurn& turn, std::span<const int32_t> tokens) {
   assert(static_cast<int64_t>(tokens.size()) == matched + own);
   std::vector<kv::RowRef> rows = turn.rows_;
   rows.reserve(static_cast<size_t>(matched + own));
-  for (int64_t i = 0; i < own; ++i) rows.push_back(seq.OwnRow(i));
+  for (int64_t i = 0; i < own; ++i) rows.push_back(kv::RowAt(seq, i));
   const std::vector<int32_t> blocks = seq.TakeBlocks();
   std::lock_guard<std::mutex> lock(mu_);
   // Every own row counts as held first, so rows the tree releases at once (duplicates, an
