@@ -86,18 +86,6 @@ void PrintReport(const memory::Json& report, bool show_recall) {
 // What the template appends after an assistant reply to add a user turn and open the next reply,
 // found by rendering a conversation with and without that turn (the supported templates render
 // every turn independently of the later ones).
-Result<std::string> NextTurnSuffix(const tokenizer::ChatTemplate& t, const std::string& user) {
-  const std::vector<tokenizer::ChatMessage> one = {{"user", "x"}};
-  const std::vector<tokenizer::ChatMessage> three = {
-      {"user", "x"}, {"assistant", "y"}, {"user", user}};
-  KVMEM_ASSIGN_OR_RETURN(std::string a, tokenizer::RenderChat(t, one, true));
-  KVMEM_ASSIGN_OR_RETURN(std::string b, tokenizer::RenderChat(t, three, true));
-  if (!b.starts_with(a + "y")) {
-    return Unsupported("this chat template does not render turns independently");
-  }
-  return b.substr(a.size() + 1);
-}
-
 int Run(const ChatOptions& o) {
   auto env_or = OpenAgentEnv(o.env);
   if (!env_or.ok()) return Fail(env_or.status());
@@ -136,7 +124,12 @@ int Run(const ChatOptions& o) {
       if (!r.ok()) return Fail(r.status());
       prompt = *r;
     } else {
-      auto suffix = NextTurnSuffix(*tmpl, line);
+      const tokenizer::ChatMessage user{"user", line};
+      auto suffix = tokenizer::RenderContinuation(
+          [&](std::span<const tokenizer::ChatMessage> m, bool gen) {
+            return tokenizer::RenderChat(*tmpl, m, gen);
+          },
+          {&user, 1});
       if (!suffix.ok()) return Fail(suffix.status());
       prompt = *before + *suffix;
     }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "memory/store/manifest.h"
 #include "serve/json_body.h"
 #include "serve/request_fields.h"
 
@@ -9,6 +10,13 @@ namespace kvmem::serve {
 namespace {
 
 Json ToJson(const AgentInfo& a) {
+  Json checkpoints = Json::array();
+  for (const CheckpointInfo& c : a.checkpoints) {
+    checkpoints.push_back({{"id", c.id},
+                           {"cached_tokens", c.tokens},
+                           {"bytes", c.bytes},
+                           {"last_used_at", c.last_used_unix}});
+  }
   return {{"id", a.id},
           {"object", "agent"},
           {"tenant", a.tenant},
@@ -17,8 +25,29 @@ Json ToJson(const AgentInfo& a) {
           {"tier", TierName(a.tier)},
           {"kv_format", a.kv_format},
           {"memory", {{"policy", a.policy}, {"config", a.config}}},
+          {"conversation", a.server_conversation ? "server" : "client"},
+          {"max_checkpoints", a.max_checkpoints},
+          {"checkpoints", std::move(checkpoints)},
           {"last_used_at", a.last_used_unix},
           {"last_turn", a.last_turn}};
+}
+
+// "conversation" and "max_checkpoints".
+Status ReadConversationSettings(const Json& j, AgentCreateRequest* r) {
+  KVMEM_ASSIGN_OR_RETURN(std::optional<std::string> conversation,
+                         OptionalString(j, "conversation", "conversation"));
+  if (conversation && *conversation != "client" && *conversation != "server") {
+    return FieldError("conversation", "must be \"client\" or \"server\"");
+  }
+  r->server_conversation = conversation == "server";
+  KVMEM_ASSIGN_OR_RETURN(std::optional<int64_t> max,
+                         OptionalInt(j, "max_checkpoints", "max_checkpoints"));
+  if (max && (*max < 0 || *max > memory::store::kMaxCheckpoints)) {
+    return FieldError("max_checkpoints",
+                      "must be 0.." + std::to_string(memory::store::kMaxCheckpoints));
+  }
+  if (max) r->max_checkpoints = static_cast<int>(*max);
+  return Status::Ok();
 }
 
 // {"memory": {"policy": NAME, "config": {...}}}.
@@ -43,6 +72,7 @@ Result<AgentCreateRequest> ParseAgentCreateRequest(std::string_view body) {
   AgentCreateRequest r;
   KVMEM_ASSIGN_OR_RETURN(r.id, RequiredString(j, "id", "id"));
   KVMEM_RETURN_IF_ERROR(ValidateAgentId(r.id, "id"));
+  KVMEM_RETURN_IF_ERROR(ReadConversationSettings(j, &r));
   const Json* memory = FindField(j, "memory");
   const Json* settings = FindField(j, "retrieval");
   if (memory != nullptr && memory->is_object()) {

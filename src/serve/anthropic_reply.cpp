@@ -10,10 +10,12 @@ namespace kvmem::serve {
 namespace {
 
 Json UsageJson(const Usage& u, int64_t output_tokens) {
-  return {{"input_tokens", u.prompt_tokens - u.cached_tokens},
-          {"cache_creation_input_tokens", 0},
-          {"cache_read_input_tokens", u.cached_tokens},
-          {"output_tokens", output_tokens}};
+  Json j = {{"input_tokens", u.prompt_tokens - u.cached_tokens},
+            {"cache_creation_input_tokens", 0},
+            {"cache_read_input_tokens", u.cached_tokens},
+            {"output_tokens", output_tokens}};
+  if (u.divergence.diverged) j["conversation"] = DivergenceJson(u.divergence);
+  return j;
 }
 
 Json StopSequence(const GenerationResult& r) {
@@ -43,7 +45,8 @@ class MessagesReply final : public ReplyFormat {
   std::string StreamStart(const PromptInfo& prompt) override {
     const Usage usage{.prompt_tokens = prompt.prompt_tokens,
                       .cached_tokens = prompt.cached_tokens,
-                      .completion_tokens = 0};
+                      .completion_tokens = 0,
+                      .divergence = prompt.divergence};
     std::string out = Event("message_start", {{"type", "message_start"},
                                               {"message", Message(nullptr, nullptr, UsageJson(usage, 0))}});
     if (!lazy_text_block_) {

@@ -90,6 +90,7 @@ Result<ParsedRequest> ParseMessagesRequest(std::string_view body_text, const Req
   KVMEM_ASSIGN_OR_RETURN(std::optional<bool> stream, OptionalBool(body, "stream", "stream"));
   out.stream = stream.value_or(false);
   KVMEM_ASSIGN_OR_RETURN(g.retrieval_query, ReadRetrievalQuery(body));
+  KVMEM_ASSIGN_OR_RETURN(g.on_diverge, ReadOnDiverge(body));
 
   std::optional<std::string> user_id;
   if (const Json* metadata = FindField(body, "metadata")) {

@@ -15,6 +15,7 @@
 
 #include "engine/grammar/grammar.h"
 #include "engine/step_batcher.h"
+#include "memory/agents/divergence.h"
 #include "memory/agents/tier.h"
 #include "tokenizer/chat_template.h"
 
@@ -22,6 +23,8 @@ namespace kvmem::serve {
 
 // role is "system", "user" or "assistant" (the parsers map OpenAI's "developer" to "system").
 using ChatMessage = tokenizer::ChatMessage;
+using memory::Divergence;
+using memory::OnDiverge;
 
 // Who a request belongs to. The tenant comes from the API key (serve::ApiKey), never from the
 // request body, so one tenant cannot name another's agents. The id comes from the OpenAI `user`
@@ -100,6 +103,9 @@ struct GenerationRequest {
   // The reply as the model wrote it, special tokens included (harmony's tool calls: the reply's
   // reader needs the messages' headers); false: what the user sees.
   bool raw_reply = false;
+  // kvmem's extension "on_diverge" in either dialect: what happens to the agent's conversation
+  // when this request's does not continue it (memory/agents/divergence.h).
+  OnDiverge on_diverge = OnDiverge::kFork;
 };
 
 enum class FinishReason {
@@ -124,12 +130,14 @@ struct Usage {
   int64_t prompt_tokens = 0;      // all prompt tokens, cached ones included
   int64_t cached_tokens = 0;      // prompt tokens reused from the agent's cache (not prefilled)
   int64_t completion_tokens = 0;  // generated tokens, the stop sequence's included
+  Divergence divergence = {};     // what the request did to its agent's conversation
 };
 
 struct PromptInfo {
   int64_t prompt_tokens = 0;
   int64_t cached_tokens = 0;
   Tier tier = Tier::kMiss;
+  Divergence divergence = {};
   std::vector<TokenLogprob> logprobs = {};  // GenerationRequest::prompt_logprobs: each token
 };
 
@@ -153,6 +161,18 @@ struct AgentCreateRequest {
   std::string id;
   std::string policy;                               // empty: the server's default
   nlohmann::json config = nlohmann::json::object();  // the policy's; validated by the backend
+  // "conversation": "server": each request's messages are appended to the conversation the
+  // agent holds (a client sends only what is new); "client" (default): requests resend it.
+  bool server_conversation = false;
+  std::optional<int> max_checkpoints;  // conversations kept when requests diverge; unset: 4
+};
+
+// A conversation an agent had before a request diverged from it (GET /v1/agents/{id}).
+struct CheckpointInfo {
+  std::string id;
+  int64_t tokens = 0;
+  int64_t bytes = 0;  // on disk, blocks shared with other conversations included
+  int64_t last_used_unix = 0;
 };
 
 // An agent's persisted memory as the /v1/agents endpoints show it.
@@ -167,6 +187,9 @@ struct AgentInfo {
   nlohmann::json config = nlohmann::json::object();  // its config, as parsed
   int64_t last_used_unix = 0;  // seconds since the epoch; 0 = never
   nlohmann::json last_turn;    // the policy's report of the latest turn since loaded; null
+  bool server_conversation = false;
+  int max_checkpoints = 0;
+  std::vector<CheckpointInfo> checkpoints = {};  // GET /v1/agents/{id} only
 };
 
 // How the model is shown tools and writes calls (serve/tool_calls.h): kvmem's generic JSON

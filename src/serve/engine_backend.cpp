@@ -36,6 +36,12 @@ AgentInfo ToAgentInfo(const memory::AgentStatus& s) {
   a.config = s.config;
   a.last_used_unix = s.last_use_unix_ms / 1000;
   a.last_turn = s.last_turn;
+  a.server_conversation = s.server_conversation;
+  a.max_checkpoints = s.max_checkpoints;
+  for (const memory::store::CheckpointInfo& c : s.checkpoints) {
+    a.checkpoints.push_back({c.id, c.n_tokens, static_cast<int64_t>(c.bytes_on_disk),
+                             c.last_use_unix_ms / 1000});
+  }
   return a;
 }
 
@@ -125,6 +131,26 @@ Result<std::string> EngineBackend::RenderPrompt(const GenerationRequest& request
   return tokenizer::RenderChat(*template_, request.messages, /*add_generation_prompt=*/true);
 }
 
+Result<std::string> EngineBackend::ContinuePrompt(const GenerationRequest& request,
+                                                  std::string_view conversation) const {
+  if (conversation.empty()) return RenderPrompt(request);
+  if (request.prompt) return std::string(conversation) + *request.prompt;
+  if (!template_) return RenderPrompt(request);  // its error
+  const tokenizer::RenderChatFn render = [&](std::span<const ChatMessage> m, bool gen) {
+    return request.template_tools
+               ? tokenizer::RenderChatWithTools(*template_, m, *request.template_tools, gen)
+               : tokenizer::RenderChat(*template_, m, gen);
+  };
+  std::span<const ChatMessage> messages = request.messages;
+  std::string prefill;  // the final assistant message the reply continues
+  if (request.continue_final_message && !messages.empty() && messages.back().role == "assistant") {
+    prefill = messages.back().content;
+    messages = messages.first(messages.size() - 1);
+  }
+  KVMEM_ASSIGN_OR_RETURN(std::string next, tokenizer::RenderContinuation(render, messages));
+  return std::string(conversation) + next + prefill;
+}
+
 Result<GenerationResult> EngineBackend::Generate(const GenerationRequest& request,
                                                  GenerationSink* sink) {
   KVMEM_ASSIGN_OR_RETURN(std::string text, RenderPrompt(request));
@@ -139,13 +165,18 @@ Result<GenerationResult> EngineBackend::Generate(const GenerationRequest& reques
   params.prompt_logprobs = request.prompt_logprobs;
   params.raw_reply = request.raw_reply;
   params.tenant = request.agent.tenant;  // an anonymous turn's prefix cache
+  params.on_diverge = request.on_diverge;
+  params.continue_conversation = [&](std::string_view conversation) {
+    return ContinuePrompt(request, conversation);
+  };
   std::optional<engine::grammar::GrammarConstraint> constraint;  // response_format, tools
   if (request.grammar != nullptr) {
     params.constraint = &constraint.emplace(request.grammar, &token_table());
   }
   memory::TurnCallbacks cb;
   cb.on_prompt = [&](const memory::PromptStats& p) {
-    sink->OnPrompt({p.prompt_tokens, p.cached_tokens, p.tier, ToTokenLogprobs(tok_, p.logprobs)});
+    sink->OnPrompt({p.prompt_tokens, p.cached_tokens, p.tier, p.divergence,
+                    ToTokenLogprobs(tok_, p.logprobs)});
   };
   cb.on_delta = [&](const memory::ReplyDelta& d) {
     const std::vector<TokenLogprob> logprobs = ToTokenLogprobs(tok_, d.logprobs);
@@ -161,7 +192,8 @@ Result<GenerationResult> EngineBackend::Generate(const GenerationRequest& reques
   for (const memory::ChoiceEnd& c : r.choices) {
     g.choices.push_back({ToFinishReason(c.end), c.stop_sequence});
   }
-  g.usage = {r.prompt.prompt_tokens, r.prompt.cached_tokens, r.completion_tokens};
+  g.usage = {r.prompt.prompt_tokens, r.prompt.cached_tokens, r.completion_tokens,
+             r.prompt.divergence};
   g.tier = r.prompt.tier;
   return g;
 }
@@ -183,6 +215,8 @@ Result<AgentInfo> EngineBackend::CreateAgent(const std::string& tenant,
           ? runtime_->ValidateMemory(fallback.kind->name,
                                      request.config.empty() ? fallback.config : request.config)
           : runtime_->ValidateMemory(request.policy, request.config));
+  memory.server_conversation = request.server_conversation;
+  memory.max_checkpoints = request.max_checkpoints.value_or(memory::store::kDefaultMaxCheckpoints);
   KVMEM_RETURN_IF_ERROR(runtime_->CreateAgent({tenant, request.id}, memory));
   return GetAgent(tenant, request.id);
 }

@@ -46,6 +46,11 @@ class EngineBackend : public Backend {
   // The prompt text of a request: the chat template applied to its messages (opening the
   // assistant's turn, or continuing a final assistant message), or the raw completion prompt.
   Result<std::string> RenderPrompt(const GenerationRequest& request) const;
+  // The prompt of a request to an agent with a server-side conversation: `conversation` (what
+  // the agent holds) continued with the request's messages, or its raw completion prompt
+  // appended; the whole request rendered when the agent holds nothing yet.
+  Result<std::string> ContinuePrompt(const GenerationRequest& request,
+                                     std::string_view conversation) const;
 
  private:
   memory::AgentRuntime* runtime_;

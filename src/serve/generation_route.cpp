@@ -97,6 +97,10 @@ ApiError GenerationError(const Status& status, const char* prompt_field) {
   return e;
 }
 
+void SetDivergenceHeader(const Divergence& d, httplib::Response& res) {
+  if (d.diverged) res.set_header(kDivergenceHeader, DivergenceHeaderValue(d));
+}
+
 }  // namespace
 
 void ServeGeneration(const GenerationContext& ctx, Dialect dialect, RequestParser parse,
@@ -141,6 +145,7 @@ void ServeGeneration(const GenerationContext& ctx, Dialect dialect, RequestParse
       return SendError(res, GenerationError(result.status(), prompt_field), dialect);
     }
     ctx.metrics->RecordGeneration(*result, timing);
+    SetDivergenceHeader(sink.prompt().divergence, res);
     if (result->finish_reason == FinishReason::kCancelled) {
       if (stopping->load()) return SendError(res, ShuttingDown(), dialect);
       if (client.Gone()) return ClientClosed(res, dialect);
@@ -156,6 +161,7 @@ void ServeGeneration(const GenerationContext& ctx, Dialect dialect, RequestParse
     return SendError(res, GenerationError(state->stream->result().status(), prompt_field), dialect);
   }
   res.status = 200;
+  SetDivergenceHeader(state->stream->prompt().divergence, res);
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");  // reverse proxies: do not buffer the stream
   // The provider owns the state: the library destroys it with the response, after the last

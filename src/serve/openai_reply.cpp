@@ -14,10 +14,12 @@ namespace kvmem::serve {
 namespace {
 
 Json UsageJson(const Usage& u) {
-  return {{"prompt_tokens", u.prompt_tokens},
-          {"completion_tokens", u.completion_tokens},
-          {"total_tokens", u.prompt_tokens + u.completion_tokens},
-          {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
+  Json j = {{"prompt_tokens", u.prompt_tokens},
+            {"completion_tokens", u.completion_tokens},
+            {"total_tokens", u.prompt_tokens + u.completion_tokens},
+            {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
+  if (u.divergence.diverged) j["conversation"] = DivergenceJson(u.divergence);
+  return j;
 }
 
 const std::string kDone = SseData("[DONE]");

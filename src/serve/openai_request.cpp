@@ -77,6 +77,7 @@ Result<bool> ParseCommon(const Json& body, const RequestContext& ctx, int min_to
   }
 
   KVMEM_ASSIGN_OR_RETURN(out->generation.retrieval_query, ReadRetrievalQuery(body));
+  KVMEM_ASSIGN_OR_RETURN(out->generation.on_diverge, ReadOnDiverge(body));
   KVMEM_ASSIGN_OR_RETURN(std::optional<std::string> user, OptionalString(body, "user", "user"));
   out->generation.agent.tenant = ctx.tenant;
   KVMEM_ASSIGN_OR_RETURN(out->generation.agent.id, ResolveAgentId(ctx, user, "user"));

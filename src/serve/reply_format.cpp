@@ -27,4 +27,20 @@ ResponseMeta NewResponseMeta(std::string_view id_prefix, std::string model) {
   return meta;
 }
 
+nlohmann::json DivergenceJson(const Divergence& d) {
+  if (!d.diverged) return nullptr;
+  nlohmann::json j = {{"diverged", true}, {"action", memory::OnDivergeName(d.action)}};
+  if (!d.checkpoint.empty()) j["checkpoint"] = d.checkpoint;
+  if (!d.restored.empty()) j["restored"] = d.restored;
+  return j;
+}
+
+std::string DivergenceHeaderValue(const Divergence& d) {
+  if (!d.diverged) return {};
+  std::string v = memory::OnDivergeName(d.action);
+  if (!d.checkpoint.empty()) v += "; checkpoint=" + d.checkpoint;
+  if (!d.restored.empty()) v += "; restored=" + d.restored;
+  return v;
+}
+
 }  // namespace kvmem::serve

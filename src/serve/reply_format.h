@@ -27,6 +27,14 @@ struct ResponseMeta {
 std::string NewResponseId(std::string_view prefix);
 ResponseMeta NewResponseMeta(std::string_view id_prefix, std::string model);
 
+// What a request did to its agent's conversation when it diverged from it, as both dialects'
+// usage show it ("conversation": {"diverged": true, "action": "fork", "checkpoint": "ckpt-2",
+// "restored": "ckpt-1"}; null when it did not diverge) and as the X-Kvmem-Divergence header
+// ("fork; checkpoint=ckpt-2; restored=ckpt-1"; empty when it did not).
+inline constexpr const char* kDivergenceHeader = "X-Kvmem-Divergence";
+nlohmann::json DivergenceJson(const Divergence& d);
+std::string DivergenceHeaderValue(const Divergence& d);
+
 // Some of one choice's reply: a piece of it while streaming, or all of it.
 struct ReplyChunk {
   int choice = 0;

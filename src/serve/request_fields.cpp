@@ -138,6 +138,16 @@ Result<std::optional<std::string>> ReadRetrievalQuery(const Json& body) {
   return q;
 }
 
+Result<OnDiverge> ReadOnDiverge(const Json& body) {
+  KVMEM_ASSIGN_OR_RETURN(std::optional<std::string> v,
+                         OptionalString(body, "on_diverge", "on_diverge"));
+  if (!v) return OnDiverge::kFork;
+  for (OnDiverge d : {OnDiverge::kFork, OnDiverge::kReplace, OnDiverge::kReject}) {
+    if (*v == memory::OnDivergeName(d)) return d;
+  }
+  return FieldError("on_diverge", "must be \"fork\", \"replace\" or \"reject\"");
+}
+
 Result<std::string> ReadTextContent(const Json& content, std::string_view field) {
   if (content.is_string()) return content.get<std::string>();
   if (!content.is_array()) return TypeError(field, "a string or an array of text parts", content);

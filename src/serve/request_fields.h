@@ -55,6 +55,10 @@ Result<std::vector<std::string>> ReadStopStrings(const Json& body, std::string_v
 // non-empty string.
 Result<std::optional<std::string>> ReadRetrievalQuery(const Json& body);
 
+// kvmem's "on_diverge" extension (GenerationRequest::on_diverge): absent (fork), or one of
+// "fork", "replace", "reject".
+Result<OnDiverge> ReadOnDiverge(const Json& body);
+
 // Message content: a string, or an array of {"type": "text", "text": "…"} parts joined with
 // "\n" (other part types, such as images or tool calls, are Unsupported).
 Result<std::string> ReadTextContent(const Json& content, std::string_view field);

@@ -363,4 +363,17 @@ bool OpensChatMessage(std::string_view piece) {
   return piece == "<|im_start|>" || piece == "<|start_header_id|>" || piece == "<start_of_turn>";
 }
 
+Result<std::string> RenderContinuation(const RenderChatFn& render,
+                                       std::span<const ChatMessage> messages) {
+  const std::vector<ChatMessage> before = {{"user", "x"}};
+  std::vector<ChatMessage> after = {{"user", "x"}, {"assistant", "y"}};
+  after.insert(after.end(), messages.begin(), messages.end());
+  KVMEM_ASSIGN_OR_RETURN(std::string a, render(before, true));
+  KVMEM_ASSIGN_OR_RETURN(std::string b, render(after, true));
+  if (!b.starts_with(a + "y")) {
+    return Unsupported("this chat template does not render turns independently");
+  }
+  return b.substr(a.size() + 1);
+}
+
 }  // namespace kvmem::tokenizer

@@ -28,6 +28,7 @@
 // Thread-safe: pure functions.
 #pragma once
 
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -101,6 +102,17 @@ Result<std::string> RenderChatWithTools(const ChatTemplate& tmpl,
                                         std::span<const ChatMessage> messages,
                                         std::span<const std::string> tools,
                                         bool add_generation_prompt);
+
+// What continues a rendered conversation that ends in an assistant's reply as the model wrote
+// it (without its end-of-turn text) with `messages`: the end of that reply's turn, then the
+// messages as the template writes them after it, the assistant's turn opened. `render` is
+// RenderChat or RenderChatWithTools with its template bound; the continuation is found by
+// rendering a stand-in exchange (user "x", assistant "y") before the messages. Unsupported for a
+// template whose turns do not render independently of what came before them.
+using RenderChatFn =
+    std::function<Result<std::string>(std::span<const ChatMessage>, bool add_generation_prompt)>;
+Result<std::string> RenderContinuation(const RenderChatFn& render,
+                                       std::span<const ChatMessage> messages);
 
 // Whether a token's text opens a message in one of the families' templates: "<|im_start|>",
 // "<|start_header_id|>", "<start_of_turn>". Where an agent's memory marks its turns.

@@ -31,6 +31,18 @@ std::string SlotName(const store::AgentKey& key) { return key.tenant + "/" + key
 
 }  // namespace
 
+const char* OnDivergeName(OnDiverge d) {
+  switch (d) {
+    case OnDiverge::kFork:
+      return "fork";
+    case OnDiverge::kReplace:
+      return "replace";
+    case OnDiverge::kReject:
+      return "reject";
+  }
+  return "?";
+}
+
 const char* TierName(Tier t) {
   switch (t) {
     case Tier::kMiss:
@@ -152,7 +164,8 @@ Status AgentRuntime::CreateMemory(Slot& slot, int64_t extra_rows) {
   return Status::Ok();
 }
 
-Status AgentRuntime::LoadMemory(const store::AgentKey& key, Slot& slot, const MemorySpec& spec) {
+Status AgentRuntime::LoadMemory(const store::AgentKey& key, Slot& slot, const MemorySpec& spec,
+                                std::string_view checkpoint) {
   const int block = options_.block_rows;
   const int64_t rows = spec.kind->rows_needed(env_, spec.config);
   auto pool = std::make_unique<kv::KvPool>(model_.kv_geometry(block),
@@ -161,7 +174,7 @@ Status AgentRuntime::LoadMemory(const store::AgentKey& key, Slot& slot, const Me
   StoredMemory stored;
   stored.rows = std::make_unique<kv::KvSequence>(pool.get());
   store::AgentRecord rec;
-  KVMEM_RETURN_IF_ERROR(store_->Load(key, stored.rows.get(), &rec));
+  KVMEM_RETURN_IF_ERROR(store_->Load(key, stored.rows.get(), &rec, checkpoint));
   stored.tokens = std::move(rec.tokens);
   stored.text = std::move(rec.text);
   stored.state = std::move(rec.memory.state);
@@ -272,6 +285,16 @@ Result<TurnResult> AgentRuntime::RunTurn(const store::AgentKey* key, std::string
                                                         params.max_tokens + fork_rows);
   }
   KVMEM_ASSIGN_OR_RETURN(r.prompt.tier, Acquire(key, *slot, &r.prompt.load_seconds, fork_rows));
+  std::string composed;  // a server-side conversation's prompt
+  if (key != nullptr && slot->spec.server_conversation && params.continue_conversation) {
+    KVMEM_ASSIGN_OR_RETURN(composed, params.continue_conversation(slot->policy->text()));
+    prompt_text = composed;
+  }
+  std::string retire;  // a checkpoint the turn continues whole
+  if (key != nullptr && slot->spec.kind->rebuildable_from_prompt) {
+    KVMEM_ASSIGN_OR_RETURN(r.prompt.divergence, Reconcile(*key, *slot, prompt_text,
+                                                          params.on_diverge, &r.prompt, &retire));
+  }
   MemoryPolicy& policy = *slot->policy;
   KVMEM_ASSIGN_OR_RETURN(TurnPlan plan, policy.Plan({prompt_text, params.focus}));
   r.prompt.match = plan.match;
@@ -312,8 +335,68 @@ Result<TurnResult> AgentRuntime::RunTurn(const store::AgentKey* key, std::string
   slot->n_tokens = r.kv_tokens;
   slot->last_use_ms = NowUnixMs();
   if (key != nullptr) KVMEM_RETURN_IF_ERROR(SaveSlot(*key, *slot, &r.save_seconds));
+  if (!retire.empty()) {
+    Status st = store_->DeleteCheckpoint(*key, retire);
+    if (!st.ok()) KVMEM_LOG_WARN("%s", st.ToString().c_str());
+  }
   if (key != nullptr) EnforceBudget(slot.get());
   return r;
+}
+
+Result<Divergence> AgentRuntime::Reconcile(const store::AgentKey& key, Slot& slot,
+                                           std::string_view prompt, OnDiverge on_diverge,
+                                           PromptStats* stats, std::string* retire) {
+  const std::string_view held = slot.policy->text();
+  const store::TextMatch m = store::MatchText(held, prompt);
+  Divergence d;
+  if (held.empty() || m.kind != store::PrefixMatchKind::kDiverge) return d;
+  const std::string name = "agent '" + key.id + "'";
+  d.diverged = true;
+  d.action = on_diverge;
+  d.held_tokens = slot.policy->n_rows();
+  if (on_diverge == OnDiverge::kReject) {
+    return FailedPrecondition(
+        "the request's conversation differs from the one " + name + " holds after " +
+        std::to_string(m.matched_chars) + " of its " + std::to_string(m.stored_chars) +
+        " characters, and on_diverge is \"reject\" (\"fork\" keeps it as a checkpoint, "
+        "\"replace\" drops it)");
+  }
+  const int keep = slot.spec.max_checkpoints;
+  if (store_ == nullptr || keep == 0) {
+    d.action = OnDiverge::kReplace;  // nothing can hold it
+    return d;
+  }
+  // A checkpoint that shares more of the prompt than the held conversation does.
+  KVMEM_ASSIGN_OR_RETURN(std::vector<store::CheckpointInfo> checkpoints,
+                         store_->ListCheckpoints(key, /*with_text=*/true));
+  const store::CheckpointInfo* best = nullptr;
+  store::TextMatch best_match = m;
+  for (const store::CheckpointInfo& c : checkpoints) {
+    const store::TextMatch cm = store::MatchText(c.text, prompt);
+    if (cm.matched_bytes > best_match.matched_bytes) {
+      best = &c;
+      best_match = cm;
+    }
+  }
+  if (on_diverge == OnDiverge::kFork) {
+    KVMEM_ASSIGN_OR_RETURN(store::CheckpointInfo kept,
+                           store_->Checkpoint(key, keep, best ? best->id : ""));
+    d.checkpoint = kept.id;
+  }
+  if (best != nullptr) {
+    const auto t0 = std::chrono::steady_clock::now();
+    Status loaded = LoadMemory(key, slot, slot.spec, best->id);
+    if (loaded.ok()) {
+      d.restored = best->id;
+      stats->tier = Tier::kWarm;
+      stats->load_seconds += SecondsSince(t0);
+      if (best_match.kind != store::PrefixMatchKind::kDiverge) *retire = best->id;
+    } else {
+      KVMEM_LOG_WARN("%s: checkpoint %s not used: %s", name.c_str(), best->id.c_str(),
+                     loaded.ToString().c_str());
+    }
+  }
+  return d;
 }
 
 Status AgentRuntime::ScorePrompt(std::string_view prompt_text, int top_n, PromptStats* stats) {
@@ -457,6 +540,8 @@ Result<std::vector<AgentStatus>> AgentRuntime::List(const std::string& tenant) {
       const Result<MemorySpec> spec = SpecFromRecord(env_, a.memory);
       s.policy = spec.ok() ? spec->kind->name : a.memory.policy;
       s.config = spec.ok() ? spec->config : a.memory.config;
+      s.server_conversation = a.memory.server_conversation;
+      s.max_checkpoints = a.memory.max_checkpoints;
       by_id[a.key.id] = s;
     }
   }
@@ -475,6 +560,8 @@ Result<std::vector<AgentStatus>> AgentRuntime::List(const std::string& tenant) {
     s.last_use_unix_ms = slot->last_use_ms;
     s.policy = slot->spec.kind ? slot->spec.kind->name : "full";
     s.config = slot->spec.config;
+    s.server_conversation = slot->spec.server_conversation;
+    s.max_checkpoints = slot->spec.max_checkpoints;
     s.last_turn = slot->last_turn;
   }
   std::vector<AgentStatus> out;
@@ -486,7 +573,11 @@ Result<AgentStatus> AgentRuntime::Get(const store::AgentKey& key) {
   KVMEM_RETURN_IF_ERROR(store::ValidateAgentKey(key));
   KVMEM_ASSIGN_OR_RETURN(std::vector<AgentStatus> all, List(key.tenant));
   for (AgentStatus& s : all) {
-    if (s.key.id == key.id) return std::move(s);
+    if (s.key.id != key.id) continue;
+    if (store_ != nullptr) {
+      KVMEM_ASSIGN_OR_RETURN(s.checkpoints, store_->ListCheckpoints(key, /*with_text=*/false));
+    }
+    return std::move(s);
   }
   return NotFound("no agent '" + key.id + "'");
 }

@@ -88,6 +88,9 @@ struct AgentStatus {
   std::string policy = "full";
   Json config = Json::object();  // the policy's, as parsed (empty when not known: unreadable)
   Json last_turn;                // the policy's Report() since the agent was last loaded; null
+  bool server_conversation = false;
+  int max_checkpoints = store::kDefaultMaxCheckpoints;
+  std::vector<store::CheckpointInfo> checkpoints = {};  // Get only (texts left out), oldest first
 };
 
 struct RuntimeStats {
@@ -167,8 +170,17 @@ class AgentRuntime {
                        int64_t extra_rows = 0);
   // A new memory with the slot's spec in a new pool.
   Status CreateMemory(Slot& slot, int64_t extra_rows);
-  // The stored memory of `key` into the slot; NotFound when there is none.
-  Status LoadMemory(const store::AgentKey& key, Slot& slot, const MemorySpec& spec);
+  // The stored memory of `key` (or its checkpoint) into the slot; NotFound when there is none.
+  // The slot is unchanged on error.
+  Status LoadMemory(const store::AgentKey& key, Slot& slot, const MemorySpec& spec,
+                    std::string_view checkpoint = {});
+  // Before a turn of `key` whose memory is in the slot: when `prompt` diverges from the
+  // conversation the agent holds, carries out on_diverge (keep it as a checkpoint, or refuse the
+  // turn with FailedPrecondition), and continues instead from a checkpoint that shares more of
+  // the prompt (loading it into the slot). *retire: a checkpoint the prompt continues whole,
+  // to delete once the turn is saved (the new conversation holds it).
+  Result<Divergence> Reconcile(const store::AgentKey& key, Slot& slot, std::string_view prompt,
+                               OnDiverge on_diverge, PromptStats* stats, std::string* retire);
   // The prompt of an anonymous turn scored token by token (TurnParams::prompt_logprobs).
   Status ScorePrompt(std::string_view prompt_text, int top_n, PromptStats* stats);
   // Decodes every choice of the turn from `logits` (the prompt's last) on.

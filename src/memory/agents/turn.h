@@ -23,6 +23,7 @@
 #include "engine/logprobs.h"
 #include "engine/sampler.h"
 #include "engine/token_constraint.h"
+#include "memory/agents/divergence.h"
 #include "memory/agents/tier.h"
 #include "memory/policy/memory_policy.h"
 #include "memory/store/prefix_match.h"
@@ -48,6 +49,11 @@ struct TurnParams {
   // Anonymous turns: the authenticated tenant whose prefix cache the turn reads and feeds (no
   // tenant ever matches another's prefixes). Ignored for agents (their key names the tenant).
   std::string tenant = "default";
+  OnDiverge on_diverge = OnDiverge::kFork;
+  // Agents with a server-side conversation (MemorySpec::server_conversation): the turn's prompt
+  // composed from the conversation the agent holds ("" when none), called in the agent's turn
+  // order; prompt_text is then not used. Unset, or for other agents: prompt_text.
+  std::function<Result<std::string>(std::string_view conversation)> continue_conversation;
 };
 
 struct PromptStats {
@@ -57,6 +63,7 @@ struct PromptStats {
   store::PrefixMatchKind match = store::PrefixMatchKind::kExact;
   double load_seconds = 0;  // reading a warm cache from the store
   double prefill_seconds = 0;
+  Divergence divergence = {};
   // With TurnParams::prompt_logprobs: one entry per prompt token as the model read it (a BOS the
   // tokenizer adds is context, not listed); the first has a NaN logprob when nothing precedes
   // it.

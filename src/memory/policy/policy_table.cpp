@@ -87,7 +87,8 @@ Result<MemorySpec> SpecFromRecord(const PolicyEnv& env, const store::MemoryRecor
   }
   Result<Json> parsed = (*kind)->parse(env, config);
   if (!parsed.ok()) return Corrupt("stored " + parsed.status().message());
-  return MemorySpec{*kind, std::move(*parsed)};
+  return MemorySpec{*kind, std::move(*parsed), record.server_conversation,
+                    record.max_checkpoints};
 }
 
 store::MemoryRecord RecordOf(const MemorySpec& spec, Json state) {
@@ -95,6 +96,8 @@ store::MemoryRecord RecordOf(const MemorySpec& spec, Json state) {
   r.policy = spec.kind->name;
   r.config = spec.config;
   r.state = std::move(state);
+  r.server_conversation = spec.server_conversation;
+  r.max_checkpoints = spec.max_checkpoints;
   return r;
 }
 

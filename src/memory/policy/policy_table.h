@@ -91,10 +91,13 @@ const std::vector<PolicyKind>& PolicyKinds();
 // By name or alias; InvalidArgument listing the valid names.
 Result<const PolicyKind*> FindPolicyKind(std::string_view name);
 
-// A policy and its parsed config.
+// A policy and its parsed config, with the agent's conversation settings (store::MemoryRecord:
+// server-side conversation, checkpoints kept when a request diverges).
 struct MemorySpec {
   const PolicyKind* kind = nullptr;
   Json config = Json::object();
+  bool server_conversation = false;
+  int max_checkpoints = store::kDefaultMaxCheckpoints;
 };
 // A request's choice: InvalidArgument for an unknown name (listing the valid ones) or config.
 Result<MemorySpec> ParseMemorySpec(const PolicyEnv& env, std::string_view policy,

@@ -82,9 +82,14 @@ Status ApplyBlock(const DecodedBlock& d, kv::KvSequence* seq) {
 
 }  // namespace
 
-Status AgentStore::Load(const AgentKey& key, kv::KvSequence* seq, AgentRecord* out) {
+Status AgentStore::Load(const AgentKey& key, kv::KvSequence* seq, AgentRecord* out,
+                        std::string_view checkpoint) {
   KVMEM_RETURN_IF_ERROR(ValidateAgentKey(key));
-  const std::string where = "loading agent " + AgentLabel(key);
+  const std::string where = "loading agent " + AgentLabel(key) +
+                            (checkpoint.empty() ? "" : " checkpoint " + std::string(checkpoint));
+  if (!checkpoint.empty() && !IsCheckpointId(checkpoint)) {
+    return InvalidArgument(where + ": not a checkpoint id");
+  }
   if (seq->n_rows() != 0) {
     return FailedPrecondition(where + ": the sequence already holds " +
                               std::to_string(seq->n_rows()) + " rows");
@@ -94,7 +99,8 @@ Status AgentStore::Load(const AgentKey& key, kv::KvSequence* seq, AgentRecord* o
   std::shared_ptr<std::mutex> agent_mu = state_->AgentLock(dir_name);
   std::lock_guard<std::mutex> agent_lock(*agent_mu);
 
-  Result<AgentManifest> m = ReadManifest(dir);
+  Result<AgentManifest> m =
+      ReadManifest(dir, checkpoint.empty() ? std::string(kManifestName) : CheckpointFile(checkpoint));
   if (!m.ok()) {
     if (m.status().code() == ErrorCode::kNotFound) {
       return NotFound(where + ": no stored cache");

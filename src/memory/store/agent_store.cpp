@@ -31,8 +31,8 @@ int64_t NowUnixMs() {
       .count();
 }
 
-// Makes an agent directory whole again after a crash: temp files and blocks its manifest does
-// not name go; a directory whose first save never wrote a manifest goes entirely. Returns the
+// Makes an agent directory whole again after a crash: temp files and blocks no manifest names
+// go; a directory without a manifest (a first save or a Delete cut short) goes entirely. Returns the
 // key its manifest names, if it has a readable one.
 Result<std::optional<AgentKey>> Recover(const std::string& dir) {
   KVMEM_RETURN_IF_ERROR(RemoveLeftoverTemps(dir).status());
@@ -45,6 +45,9 @@ Result<std::optional<AgentKey>> Recover(const std::string& dir) {
   KVMEM_ASSIGN_OR_RETURN(std::vector<std::string> names, ListDir(dir));
   for (const std::string& n : names) {
     if (IsBlockFileName(n)) ::unlink((dir + "/" + n).c_str());
+  }
+  for (const std::string& id : CheckpointIds(names)) {  // a Delete the crash interrupted
+    ::unlink((dir + "/" + CheckpointFile(id)).c_str());
   }
   ::rmdir(dir.c_str());  // fails harmlessly if something else lives there
   return std::optional<AgentKey>();
@@ -83,13 +86,12 @@ uint64_t FileSize(const std::string& path) {
 
 std::string AgentLabel(const AgentKey& key) { return "'" + key.tenant + "/" + key.id + "'"; }
 
-Result<AgentManifest> ReadManifest(const std::string& dir) {
+Result<AgentManifest> ReadManifest(const std::string& dir, std::string_view file) {
   std::vector<uint8_t> bytes;
-  KVMEM_RETURN_IF_ERROR(ReadFileNoFollow(dir, kManifestName, kMaxManifestBytes, &bytes));
+  KVMEM_RETURN_IF_ERROR(ReadFileNoFollow(dir, file, kMaxManifestBytes, &bytes));
   Result<AgentManifest> m =
       ParseManifest({reinterpret_cast<const char*>(bytes.data()), bytes.size()});
-  if (!m.ok())
-    return m.status().WithContext("manifest '" + dir + "/" + std::string(kManifestName) + "'");
+  if (!m.ok()) return m.status().WithContext("manifest '" + dir + "/" + std::string(file) + "'");
   return m;
 }
 
@@ -104,6 +106,11 @@ int RemoveUnreferencedBlocks(const std::string& dir, const std::vector<BlockEntr
   if (!names.ok()) return 0;
   std::set<std::string> kept;
   for (const BlockEntry& b : keep) kept.insert(b.file);
+  for (const std::string& id : CheckpointIds(*names)) {
+    Result<AgentManifest> c = ReadManifest(dir, CheckpointFile(id));
+    if (!c.ok()) return 0;
+    for (const BlockEntry& b : c->blocks) kept.insert(b.file);
+  }
   int removed = 0;
   for (const std::string& n : *names) {
     if (IsBlockFileName(n) && !kept.count(n) && ::unlink((dir + "/" + n).c_str()) == 0) ++removed;

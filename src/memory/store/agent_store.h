@@ -7,11 +7,16 @@
 //     <agent dir: keyed hash of tenant/id, agent_id.h>/
 //       manifest.json                                 manifest.h: written last, atomically
 //       kv-<xxh3-128>.safetensors                     block_file.h: immutable, content-addressed
+//       ckpt-<n>.json                                 checkpoints: earlier manifests, kept
 //
 // Save writes only blocks whose bytes are not already on disk (full blocks of earlier turns are
 // reused by name; the trailing partial block gets a new name when it changes, so a manifest
 // never names a rewritten file), then the manifest (the acknowledgement), then removes the
-// files no manifest names. A crash at any point leaves the previous manifest and every file it
+// files no manifest names (the agent's own or a checkpoint's).
+//
+// Checkpoints keep a conversation a request diverged from (AgentRuntime's on_diverge "fork"): a
+// copy of the manifest as it was, under ckpt-<n>.json, naming the same immutable block files,
+// so a checkpoint costs a manifest plus the blocks the conversations do not share. A crash at any point leaves the previous manifest and every file it
 // names intact; Open removes what a crash left behind (temp files, unreferenced blocks,
 // directories without a manifest) and moves an agent directory whose name is not its keyed name
 // (stores written before the keyed hash named directories by XXH3-128 of tenant/id) to that name.
@@ -84,6 +89,18 @@ struct AgentInfo {
   Status status;  // not ok when the manifest could not be read (key and counts then unknown)
 };
 
+// A checkpoint of an agent's conversation (Checkpoint).
+struct CheckpointInfo {
+  std::string id;  // "ckpt-<n>", n increasing per agent
+  int64_t n_tokens = 0;
+  int64_t last_use_unix_ms = 0;  // of the conversation it holds: its last turn
+  uint64_t bytes_on_disk = 0;    // its manifest and the blocks it names (shared ones included)
+  std::string text;              // the rendered conversation (ListCheckpoints with_text)
+};
+
+// True for "ckpt-<n>" with n of 1..18 decimal digits without leading zeros.
+bool IsCheckpointId(std::string_view id);
+
 class AgentStore {
  public:
   // Creates <root>/<fingerprint prefix>/ if missing, takes its lock and cleans up after crashes.
@@ -103,8 +120,20 @@ class AgentStore {
                          const MemoryRecord& memory = {});
 
   // Loads the agent into seq, which must be empty and use a pool of the stored formats and
-  // geometry. NotFound if the agent has no cache. On any error seq is left empty.
-  Status Load(const AgentKey& key, kv::KvSequence* seq, AgentRecord* out);
+  // geometry: its current conversation, or the checkpoint named. NotFound if the agent has no
+  // cache (or no such checkpoint). On any error seq is left empty.
+  Status Load(const AgentKey& key, kv::KvSequence* seq, AgentRecord* out,
+              std::string_view checkpoint = {});
+
+  // Keeps the agent's stored conversation (its manifest as it is now) as a new checkpoint,
+  // then deletes the oldest ones beyond max_keep (>= 1), sparing `spare` (a checkpoint the
+  // caller is about to use). NotFound if the agent has no cache.
+  Result<CheckpointInfo> Checkpoint(const AgentKey& key, int max_keep, std::string_view spare = {});
+  // The agent's checkpoints, oldest first (none for an agent without a cache). Unreadable
+  // checkpoint files are left out (and kept, with their blocks, for a person to see).
+  Result<std::vector<CheckpointInfo>> ListCheckpoints(const AgentKey& key, bool with_text) const;
+  // NotFound if the agent has no such checkpoint.
+  Status DeleteCheckpoint(const AgentKey& key, std::string_view id);
 
   // The memory record in the agent's manifest, without reading its blocks. NotFound if the
   // agent has no cache; the manifest's own errors otherwise.

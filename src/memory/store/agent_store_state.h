@@ -35,13 +35,18 @@ struct AgentStore::State {
 // "tenant/id" for messages.
 std::string AgentLabel(const AgentKey& key);
 
-// Reads and parses dir's manifest (NotFound if there is none).
-Result<AgentManifest> ReadManifest(const std::string& dir);
+// Reads and parses dir's manifest, or the checkpoint `file` (NotFound if there is none).
+Result<AgentManifest> ReadManifest(const std::string& dir, std::string_view file = kManifestName);
+
+// "ckpt-<n>.json" of a checkpoint id, and the checkpoint files of dir by increasing n.
+std::string CheckpointFile(std::string_view id);
+std::vector<std::string> CheckpointIds(const std::vector<std::string>& dir_names);
 
 // True for names Save writes as block files ("kv-<32 hex>.safetensors").
 bool IsBlockFileName(std::string_view name);
 
-// Removes block files of dir that `keep` does not name; returns how many were removed.
+// Removes block files of dir that neither `keep` nor one of dir's checkpoints names; returns
+// how many were removed (none while a checkpoint cannot be read: its blocks are unknown).
 int RemoveUnreferencedBlocks(const std::string& dir, const std::vector<BlockEntry>& keep);
 
 }  // namespace kvmem::memory::store

@@ -147,6 +147,18 @@ Result<MemoryRecord> ParseMemoryRecord(const Json& j) {
     KVMEM_ASSIGN_OR_RETURN(const Json* st, JsonObject(*o, "state", "memory"));
     r.state = *st;
   }
+  if (o->contains("conversation")) {
+    KVMEM_ASSIGN_OR_RETURN(std::string c, JsonString(*o, "conversation", "memory"));
+    if (c != "server" && c != "client") {
+      return Corrupt("field 'memory.conversation' is " + Quoted(c) +
+                     ", expected 'client' or 'server'");
+    }
+    r.server_conversation = c == "server";
+  }
+  if (o->contains("max_checkpoints")) {
+    KVMEM_ASSIGN_OR_RETURN(int64_t n, JsonInt(*o, "max_checkpoints", "memory", 0, kMaxCheckpoints));
+    r.max_checkpoints = static_cast<int>(n);
+  }
   return r;
 }
 
@@ -191,6 +203,10 @@ std::string ManifestToJson(const AgentManifest& m) {
   j["last_use_unix_ms"] = m.last_use_unix_ms;
   j["memory"] = {{"policy", m.memory.policy}, {"config", m.memory.config}};
   if (!m.memory.state.empty()) j["memory"]["state"] = m.memory.state;
+  if (m.memory.server_conversation) j["memory"]["conversation"] = "server";
+  if (m.memory.max_checkpoints != kDefaultMaxCheckpoints) {
+    j["memory"]["max_checkpoints"] = m.memory.max_checkpoints;
+  }
   return j.dump();
 }
 

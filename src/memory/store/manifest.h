@@ -14,7 +14,8 @@
 //    "blocks": [{"file": "kv-<32 hex>.safetensors", "n_rows": 256, "first_pos": 0,
 //                "xxh3_128": "<32 hex>", "bytes": 123456, "released_layers": [0, 1]}, ...],
 //    "last_use_unix_ms": 1763700000000,
-//    "memory": {"policy": "<name>", "config": {...}, "state": {...}}
+//    "memory": {"policy": "<name>", "config": {...}, "state": {...},
+//               "conversation": "server", "max_checkpoints": 4}
 //                                             (optional; absent = {"policy": "full"}; config and
 //                                              state are the policy's own, opaque here)
 //
@@ -56,11 +57,20 @@ struct BlockEntry {
 // validates them when the agent is loaded. Manifests written before policies had a seam carry
 // {"mode": "full" | "retrieval", <settings>}: they are read as policy = the mode, config = the
 // settings, legacy = true (the policy table upgrades them).
+//
+// Two settings of the agent's conversation ride along (absent = the defaults): "conversation":
+// "server" when each request's messages are appended to the stored conversation instead of
+// resending it, and "max_checkpoints", how many conversations a diverging request may leave as
+// checkpoints (agent_store.h).
+inline constexpr int kDefaultMaxCheckpoints = 4;
+inline constexpr int kMaxCheckpoints = 64;
 struct MemoryRecord {
   std::string policy = "full";
   Json config = Json::object();
   Json state = Json::object();
   bool legacy = false;
+  bool server_conversation = false;
+  int max_checkpoints = kDefaultMaxCheckpoints;
   bool operator==(const MemoryRecord&) const = default;
 };
 
