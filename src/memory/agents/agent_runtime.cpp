@@ -180,6 +180,7 @@ Status AgentRuntime::LoadMemory(const store::AgentKey& key, Slot& slot, const Me
   stored.state = std::move(rec.memory.state);
   KVMEM_ASSIGN_OR_RETURN(std::unique_ptr<MemoryPolicy> p,
                          spec.kind->restore(env_, spec.config, pool.get(), std::move(stored)));
+  slot.policy.reset();  // a memory in the slot goes before the pool it lives in
   slot.pool = std::move(pool);
   slot.policy = std::move(p);
   return Status::Ok();
@@ -286,7 +287,9 @@ Result<TurnResult> AgentRuntime::RunTurn(const store::AgentKey* key, std::string
   }
   KVMEM_ASSIGN_OR_RETURN(r.prompt.tier, Acquire(key, *slot, &r.prompt.load_seconds, fork_rows));
   std::string composed;  // a server-side conversation's prompt
-  if (key != nullptr && slot->spec.server_conversation && params.continue_conversation) {
+  const bool server_turn =
+      key != nullptr && slot->spec.server_conversation && params.continue_conversation;
+  if (server_turn) {
     KVMEM_ASSIGN_OR_RETURN(composed, params.continue_conversation(slot->policy->text()));
     prompt_text = composed;
   }
@@ -323,6 +326,16 @@ Result<TurnResult> AgentRuntime::RunTurn(const store::AgentKey* key, std::string
     slot->hot_bytes = static_cast<int64_t>(policy.bytes_in_use());
     slot->n_tokens = r.kv_tokens;
     return r;
+  }
+  if (server_turn && r.choices[0].unfed_token >= 0) {
+    // A server-side conversation holds the whole reply: the next turn continues the rows, and
+    // no client resends the last token.
+    std::vector<float> ignored;
+    Status fed = policy.Step(r.choices[0].unfed_token, &ignored);
+    if (!fed.ok()) {
+      policy.Abort();
+      return fed;
+    }
   }
   KVMEM_RETURN_IF_ERROR(policy.Commit());
   r.kv_tokens = policy.n_rows();

@@ -96,6 +96,7 @@ Status DecodeChoice(const tokenizer::Tokenizer& tok, ReplyRows& rows,
       out->end = TurnEnd::kCancelled;
       return Status::Ok();
     }
+    if (rows.CanStep()) out->unfed_token = t;  // until it is fed below
     if (stops.stopped()) {
       out->end = TurnEnd::kStopSequence;
       out->stop_sequence = stops.matched();
@@ -106,6 +107,7 @@ Status DecodeChoice(const tokenizer::Tokenizer& tok, ReplyRows& rows,
       break;
     }
     if (i + 1 == params.max_tokens || !rows.CanStep()) break;
+    out->unfed_token = -1;
     KVMEM_RETURN_IF_ERROR(rows.Step(t, &logits));
   }
   const std::string rest = stops.stopped() ? "" : stops.Push(decoder.Flush()) + stops.Flush();

@@ -93,6 +93,9 @@ struct ChoiceEnd {
   TurnEnd end = TurnEnd::kEndOfTurn;
   std::string stop_sequence = {};
   int64_t completion_tokens = 0;
+  // The reply's last token when the rows do not hold it (sampled, not fed back: the reply
+  // ended by length, a stop sequence or a complete grammar); -1 otherwise.
+  int32_t unfed_token = -1;
 };
 
 struct TurnResult {
