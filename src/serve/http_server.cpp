@@ -474,7 +474,7 @@ Status HttpServer::Start() {
     const std::string origin = req.get_header_value("Origin");
     if (origin.empty() || !cors_.Grants(origin)) return;
     res.set_header("Access-Control-Allow-Origin", cors_.AllowOriginValue(origin));
-    res.set_header("Access-Control-Expose-Headers", "Retry-After");
+    res.set_header("Access-Control-Expose-Headers", "Retry-After, X-Kvmem-Divergence");
     res.set_header("Vary", "Origin");
   });
   handlers_ = std::make_unique<Handlers>(this);

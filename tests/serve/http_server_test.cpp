@@ -271,7 +271,20 @@ TEST(HttpServer, AgentsCreateWithAMemoryPolicy) {
   EXPECT_EQ(ParseJson(old->body)["memory"]["policy"], "memart");
   EXPECT_EQ(ParseJson(old->body)["memory"]["config"]["top_k"], 4);
 
+  // The conversation's settings.
+  auto srv = f.Post("/v1/agents", R"({"id":"sid","conversation":"server","max_checkpoints":0})");
+  ASSERT_EQ(srv->status, 200) << srv->body;
+  EXPECT_TRUE(f.backend().last_create()->server_conversation);
+  EXPECT_EQ(f.backend().last_create()->max_checkpoints, 0);
+  ASSERT_EQ(f.Post("/v1/agents", R"({"id":"cid"})")->status, 200);
+  EXPECT_FALSE(f.backend().last_create()->server_conversation);
+  EXPECT_FALSE(f.backend().last_create()->max_checkpoints.has_value());
+
   const std::pair<const char*, const char*> bad[] = {
+      {R"({"id":"x","conversation":"both"})", "'conversation'"},
+      {R"({"id":"x","conversation":1})", "'conversation'"},
+      {R"({"id":"x","max_checkpoints":-1})", "'max_checkpoints'"},
+      {R"({"id":"x","max_checkpoints":65})", "'max_checkpoints'"},
       {R"({"memory":"retrieval"})", "'id': required"},
       {R"({"id":"a\u0001b"})", "id"},
       {R"({"id":"x","memory":"episodic"})", "unknown memory policy 'episodic' (policies: none, full, memart, h2o, epicache, intentkv)"},

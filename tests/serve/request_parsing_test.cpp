@@ -6,6 +6,7 @@
 
 #include "serve/api_error.h"
 #include "serve/json_body.h"
+#include "serve/reply_format.h"
 #include "serve/request_fields.h"
 #include "serve/utf8.h"
 
@@ -203,6 +204,26 @@ TEST(RequestFields, RejectIfRequested) {
   for (const char* bad : {"t1", "b1", "s1", "n1", "o1"}) {
     EXPECT_EQ(RejectIfRequested(body, bad).code(), ErrorCode::kUnsupported) << bad;
   }
+}
+
+TEST(RequestFields, OnDivergeAndItsReport) {
+  EXPECT_EQ(ReadOnDiverge(Json::object()).value(), OnDiverge::kFork);
+  EXPECT_EQ(ReadOnDiverge(Json{{"on_diverge", "fork"}}).value(), OnDiverge::kFork);
+  EXPECT_EQ(ReadOnDiverge(Json{{"on_diverge", "replace"}}).value(), OnDiverge::kReplace);
+  EXPECT_EQ(ReadOnDiverge(Json{{"on_diverge", "reject"}}).value(), OnDiverge::kReject);
+  for (const Json& bad : {Json("Fork"), Json(""), Json(1)}) {
+    const Result<OnDiverge> r = ReadOnDiverge(Json{{"on_diverge", bad}});
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().message().find("on_diverge"), std::string::npos);
+  }
+  EXPECT_TRUE(DivergenceJson({}).is_null());
+  EXPECT_EQ(DivergenceHeaderValue({}), "");
+  const Divergence d{.diverged = true, .action = OnDiverge::kFork, .checkpoint = "ckpt-3",
+                     .restored = "ckpt-1", .held_tokens = 9};
+  EXPECT_EQ(DivergenceJson(d), Json::parse(R"({"diverged": true, "action": "fork",
+                                               "checkpoint": "ckpt-3", "restored": "ckpt-1"})"));
+  EXPECT_EQ(DivergenceHeaderValue(d), "fork; checkpoint=ckpt-3; restored=ckpt-1");
+  EXPECT_EQ(DivergenceHeaderValue({.diverged = true, .action = OnDiverge::kReplace}), "replace");
 }
 
 TEST(ApiError, OneMappingFromStatusToHttp) {

@@ -48,9 +48,10 @@ def store_entries(store):
     return out
 
 
-# What a store may hold: <model dir>/{.lock,name-secret,presets...,<agent dir>/{manifest,blocks}}.
+# What a store may hold: <model dir>/{.lock,name-secret,presets...,<agent dir>/{manifest,
+# checkpoints,blocks}}.
 SAFE = re.compile(r"^(presets(/.*)?|[0-9a-f]{16}(/(\.lock|name-secret|[0-9a-f]{32}"
-                  r"(/(manifest\.json|kv-[0-9a-f]{32}\.safetensors))?))?)$")
+                  r"(/(manifest\.json|ckpt-[1-9][0-9]*\.json|kv-[0-9a-f]{32}\.safetensors))?))?)$")
 
 
 class AgentIdTest(unittest.TestCase):
