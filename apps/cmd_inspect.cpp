@@ -37,14 +37,20 @@ int Run(const AgentEnvOptions& o, bool json) {
     const std::string fmt = serve::KvFormatLabel(a.formats);
     const auto kind = memory::FindPolicyKind(a.memory.policy);
     const std::string policy = kind.ok() ? (*kind)->name : a.memory.policy + "?";
+    auto checkpoints = (*env)->store->ListCheckpoints(a.key, /*with_text=*/false);
+    const size_t n_checkpoints = checkpoints.ok() ? checkpoints->size() : 0;
     if (json) {
-      std::printf(
-          "{\"tenant\":\"%s\",\"agent\":\"%s\",\"policy\":\"%s\",\"config\":%s,\"tokens\":%lld,"
-          "\"bytes\":%llu,\"kv_format\":\"%s\",\"last_use_unix_ms\":%lld}\n",
-          a.key.tenant.c_str(), a.key.id.c_str(), policy.c_str(), a.memory.config.dump().c_str(),
-          static_cast<long long>(a.n_tokens),
-          static_cast<unsigned long long>(a.bytes_on_disk), fmt.c_str(),
-          static_cast<long long>(a.last_use_unix_ms));
+      // Ids are any UTF-8 (quotes and backslashes included): the JSON library escapes them.
+      const nlohmann::ordered_json line = {{"tenant", a.key.tenant},
+                                           {"agent", a.key.id},
+                                           {"policy", policy},
+                                           {"config", a.memory.config},
+                                           {"tokens", a.n_tokens},
+                                           {"bytes", a.bytes_on_disk},
+                                           {"kv_format", fmt},
+                                           {"last_use_unix_ms", a.last_use_unix_ms},
+                                           {"checkpoints", n_checkpoints}};
+      std::printf("%s\n", line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     } else {
       std::printf("%-16s %-24s %-8s %8lld %12llu %-10s %s\n", a.key.tenant.c_str(),
                   a.key.id.c_str(), policy.c_str(), static_cast<long long>(a.n_tokens),

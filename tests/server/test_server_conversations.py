@@ -6,6 +6,7 @@ checkpoint (>= 90% of its prompt cached), across a SIGKILL and restart; "replace
 only what is new in each request, in either dialect, across a restart."""
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import unittest
@@ -107,8 +108,13 @@ class DivergenceTest(unittest.TestCase):
                                        on_diverge="reject")
             self.assertNotIn(HEADER, headers)
             self.assertNotIn("conversation", completion.usage.model_extra)
-            completion, headers = chat(srv, "bo", other, on_diverge="replace")
-            self.assertEqual(headers[HEADER], "replace")
+            # Streamed: the header comes with the stream's start.
+            raw = oai(srv).chat.completions.with_raw_response.create(
+                model="kvmem", messages=other, user="bo", max_tokens=8, stream=True,
+                extra_body={"on_diverge": "replace"})
+            self.assertEqual(raw.headers[HEADER], "replace")
+            self.assertTrue("".join(c.choices[0].delta.content or "" for c in raw.parse()
+                                    if c.choices))
             self.assertEqual(agent(srv, "bo")["checkpoints"], [])
             with self.assertRaises(openai.BadRequestError):
                 chat(srv, "bo", other, on_diverge="sometimes")
@@ -145,8 +151,16 @@ class DivergenceTest(unittest.TestCase):
             self.assertGreaterEqual(third.usage.cache_read_input_tokens,
                                     second.usage.prompt_tokens)
             self.assertEqual(agent(srv, "cy")["checkpoints"], [])  # nothing diverged
+            quoted = 'say "hi" \\ later'
+            self.assertEqual(srv.post_json("/v1/agents", {"id": quoted})[0], 200)
         finally:
             srv.stop()
+        # kvmem inspect --json writes one valid JSON object per agent, whatever its id.
+        out = subprocess.run([server_util.BIN, "inspect", "--store", store, "--json",
+                              "-m", server_util.MODEL], capture_output=True, text=True, check=True)
+        rows = {r["agent"]: r for r in map(json.loads, out.stdout.splitlines())}
+        self.assertEqual(rows["cy"]["checkpoints"], 0)
+        self.assertIn(quoted, rows)
 
 
 if __name__ == "__main__":
