@@ -52,7 +52,7 @@ TEST(AgentCheckpointTest, AConversationKeptAsACheckpointLoadsAsItWasAfterTheAgen
   kv::KvPool pool(Geometry(), 8, {kv::KvFormat::kQ8_0, kv::KvFormat::kQ8_0});
   kv::KvSequence seq(&pool);
   const AgentKey key{"t", "chat"};
-  EXPECT_EQ(store.Checkpoint(key, 4).status().code(), ErrorCode::kNotFound);  // nothing stored
+  EXPECT_EQ(store.Checkpoint(key).status().code(), ErrorCode::kNotFound);  // nothing stored
 
   AppendRandomRows(&seq, 100, 0, &rng);  // blocks 48 48 4
   ASSERT_TRUE(store.Save(key, seq, Tokens(100), "conversation A").ok());
@@ -63,7 +63,7 @@ TEST(AgentCheckpointTest, AConversationKeptAsACheckpointLoadsAsItWasAfterTheAgen
     ASSERT_TRUE(store.Load(key, &a, &rec).ok());
   }
   const std::vector<std::string> a_files = BlockFiles(Manifest(store, key));
-  Result<CheckpointInfo> c = store.Checkpoint(key, 4);
+  Result<CheckpointInfo> c = store.Checkpoint(key);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->id, "ckpt-1");
   EXPECT_EQ(c->n_tokens, 100);
@@ -106,7 +106,7 @@ TEST(AgentCheckpointTest, AConversationKeptAsACheckpointLoadsAsItWasAfterTheAgen
   EXPECT_TRUE(Ids(store, key).empty());
 }
 
-TEST(AgentCheckpointTest, TheBudgetDropsTheOldestButNeverTheNewOrTheSpared) {
+TEST(AgentCheckpointTest, TrimmingDropsTheOldestButNeverTheSpared) {
   TempDir dir;
   AgentStore store = OpenStore(dir);
   std::mt19937 rng(4);
@@ -115,13 +115,18 @@ TEST(AgentCheckpointTest, TheBudgetDropsTheOldestButNeverTheNewOrTheSpared) {
   const AgentKey key{"t", "chat"};
   AppendRandomRows(&seq, 10, 0, &rng);
   ASSERT_TRUE(store.Save(key, seq, Tokens(10), "x").ok());
-  for (int i = 0; i < 4; ++i) ASSERT_TRUE(store.Checkpoint(key, 3).ok());
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(store.Checkpoint(key).ok());
+  EXPECT_EQ(store.TrimCheckpoints(key, 3).value(), 1);
   EXPECT_EQ(Ids(store, key), (std::vector<std::string>{"ckpt-2", "ckpt-3", "ckpt-4"}));
-  ASSERT_TRUE(store.Checkpoint(key, 3, "ckpt-2").ok());  // ckpt-2 is about to be used
+  ASSERT_TRUE(store.Checkpoint(key).ok());
+  EXPECT_EQ(store.TrimCheckpoints(key, 3, "ckpt-2").value(), 1);  // ckpt-2 was just used
   EXPECT_EQ(Ids(store, key), (std::vector<std::string>{"ckpt-2", "ckpt-4", "ckpt-5"}));
-  ASSERT_TRUE(store.Checkpoint(key, 1, "ckpt-2").ok());  // over budget rather than lose either
-  EXPECT_EQ(Ids(store, key), (std::vector<std::string>{"ckpt-2", "ckpt-6"}));
-  EXPECT_EQ(store.Checkpoint(key, 0).status().code(), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(store.TrimCheckpoints(key, 1, "ckpt-2").value(), 2);
+  EXPECT_EQ(Ids(store, key), (std::vector<std::string>{"ckpt-2"}));
+  EXPECT_EQ(store.TrimCheckpoints(key, 0).value(), 1);
+  EXPECT_TRUE(Ids(store, key).empty());
+  ASSERT_TRUE(store.Checkpoint(key).ok());  // numbers never repeat while one is kept...
+  EXPECT_EQ(Ids(store, key), (std::vector<std::string>{"ckpt-1"}));  // ...and restart at none
 }
 
 TEST(AgentCheckpointTest, AnUnreadableCheckpointKeepsEveryBlockAndDeleteTakesAll) {
@@ -136,7 +141,7 @@ TEST(AgentCheckpointTest, AnUnreadableCheckpointKeepsEveryBlockAndDeleteTakesAll
     AppendRandomRows(&seq, 60, 0, &rng);
     ASSERT_TRUE(store.Save(key, seq, Tokens(60), "a").ok());
     first = BlockFiles(Manifest(store, key));
-    ASSERT_TRUE(store.Checkpoint(key, 4).ok());
+    ASSERT_TRUE(store.Checkpoint(key).ok());
     std::ofstream(store.AgentDir(key) + "/ckpt-1.json", std::ios::trunc) << "{not json";
     seq.Clear();
     AppendRandomRows(&seq, 60, 0, &rng);
@@ -164,7 +169,7 @@ TEST(AgentCheckpointTest, ADeleteCutShortLeavesNoCheckpointBehindAfterRecovery) 
     kv::KvSequence seq(&pool);
     AppendRandomRows(&seq, 20, 0, &rng);
     ASSERT_TRUE(store.Save(key, seq, Tokens(20), "a").ok());
-    ASSERT_TRUE(store.Checkpoint(key, 4).ok());
+    ASSERT_TRUE(store.Checkpoint(key).ok());
     agent_dir = store.AgentDir(key);
   }
   std::filesystem::remove(agent_dir + "/manifest.json");  // Delete's first, durable step

@@ -120,6 +120,27 @@ TEST_F(AgentDivergenceTest, ReplaceDropsItRejectChangesNothing) {
   EXPECT_TRUE(Held(*rt, ada_).starts_with("Something else."));
 }
 
+TEST_F(AgentDivergenceTest, AForkWhoseTurnChangesNothingLeavesNoCheckpoint) {
+  auto rt = Runtime();
+  std::string r;
+  ASSERT_TRUE(Run(*rt, ada_, "The meeting moved to Thursday at noon.", &r).ok());
+  const std::string held = Held(*rt, ada_);
+  // Longer than the 512-token context: refused after the fork.
+  EXPECT_EQ(Run(*rt, ada_, std::string(600, 'x'), &r).status().code(), ErrorCode::kOutOfRange);
+  EXPECT_TRUE(Checkpoints(*rt, ada_).empty());
+  // The client leaves at the first piece: the turn is cancelled and not remembered.
+  TurnParams p;
+  p.max_tokens = 5;
+  p.sampler.temperature = 0;
+  TurnCallbacks gone;
+  gone.on_text = [](std::string_view) { return false; };
+  Result<TurnResult> cancelled = rt->RunTurn(&ada_, "Another topic.", p, gone);
+  ASSERT_TRUE(cancelled.ok()) << cancelled.status().ToString();
+  EXPECT_EQ(cancelled->end, TurnEnd::kCancelled);
+  EXPECT_TRUE(Checkpoints(*rt, ada_).empty());
+  EXPECT_EQ(Held(*rt, ada_), held);
+}
+
 TEST_F(AgentDivergenceTest, TheBudgetBoundsCheckpointsAndZeroKeepsNone) {
   auto rt = Runtime();
   MemorySpec spec = rt->default_memory();

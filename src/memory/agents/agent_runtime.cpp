@@ -57,6 +57,34 @@ const char* TierName(Tier t) {
   return "?";
 }
 
+// A turn whose prompt diverged from the agent's conversation and which then changes nothing
+// (refused, failed, cancelled): its prefill may have cut the rows the agent held, so the memory
+// in RAM is dropped and the next turn reloads the conversation from the store (its manifest is
+// still the one before this turn), and the checkpoint a fork made of that manifest goes. Unless
+// Keep() is called; nothing to do without a store or a divergence.
+class AgentRuntime::DivergedTurn {
+ public:
+  DivergedTurn(store::AgentStore* store, const store::AgentKey* key, Slot* slot,
+               const Divergence& d)
+      : store_(d.diverged ? store : nullptr), key_(key), slot_(slot), checkpoint_(d.checkpoint) {}
+  DivergedTurn(const DivergedTurn&) = delete;
+  DivergedTurn& operator=(const DivergedTurn&) = delete;
+  ~DivergedTurn() {
+    if (store_ == nullptr) return;
+    slot_->LockedDrop();
+    if (checkpoint_.empty()) return;
+    Status st = store_->DeleteCheckpoint(*key_, checkpoint_);
+    if (!st.ok()) KVMEM_LOG_WARN("%s", st.ToString().c_str());
+  }
+  void Keep() { store_ = nullptr; }
+
+ private:
+  store::AgentStore* store_;
+  const store::AgentKey* key_;
+  Slot* slot_;
+  std::string checkpoint_;
+};
+
 // Holds the agent's ticket: turns of one agent run one at a time, in arrival order.
 class AgentRuntime::Turn {
  public:
@@ -298,6 +326,8 @@ Result<TurnResult> AgentRuntime::RunTurn(const store::AgentKey* key, std::string
     KVMEM_ASSIGN_OR_RETURN(r.prompt.divergence, Reconcile(*key, *slot, prompt_text,
                                                           params.on_diverge, &r.prompt, &retire));
   }
+  const Divergence& diverged = r.prompt.divergence;
+  DivergedTurn undo(store_, key, slot.get(), diverged);
   MemoryPolicy& policy = *slot->policy;
   KVMEM_ASSIGN_OR_RETURN(TurnPlan plan, policy.Plan({prompt_text, params.focus}));
   r.prompt.match = plan.match;
@@ -337,6 +367,7 @@ Result<TurnResult> AgentRuntime::RunTurn(const store::AgentKey* key, std::string
       return fed;
     }
   }
+  undo.Keep();
   KVMEM_RETURN_IF_ERROR(policy.Commit());
   r.kv_tokens = policy.n_rows();
   r.memory_report = policy.Report();
@@ -351,6 +382,11 @@ Result<TurnResult> AgentRuntime::RunTurn(const store::AgentKey* key, std::string
   if (!retire.empty()) {
     Status st = store_->DeleteCheckpoint(*key, retire);
     if (!st.ok()) KVMEM_LOG_WARN("%s", st.ToString().c_str());
+  }
+  if (!diverged.checkpoint.empty()) {  // the budget, once the turn is durable
+    Result<int> trimmed = store_->TrimCheckpoints(*key, slot->spec.max_checkpoints,
+                                                  retire.empty() ? diverged.restored : "");
+    if (!trimmed.ok()) KVMEM_LOG_WARN("%s", trimmed.status().ToString().c_str());
   }
   if (key != nullptr) EnforceBudget(slot.get());
   return r;
@@ -392,8 +428,7 @@ Result<Divergence> AgentRuntime::Reconcile(const store::AgentKey& key, Slot& slo
     }
   }
   if (on_diverge == OnDiverge::kFork) {
-    KVMEM_ASSIGN_OR_RETURN(store::CheckpointInfo kept,
-                           store_->Checkpoint(key, keep, best ? best->id : ""));
+    KVMEM_ASSIGN_OR_RETURN(store::CheckpointInfo kept, store_->Checkpoint(key));
     d.checkpoint = kept.id;
   }
   if (best != nullptr) {

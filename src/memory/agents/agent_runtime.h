@@ -163,6 +163,7 @@ class AgentRuntime {
  private:
   struct Slot;
   class Turn;
+  class DivergedTurn;
   std::shared_ptr<Slot> GetSlot(const store::AgentKey& key);
   // Brings the agent's memory into the slot (hot, else warm from the store, else new).
   // extra_rows: pool room beyond what the policy needs (the forks of n > 1 choices).

@@ -18,7 +18,7 @@
 //   Step     feeds one generated token (decode), only while the turn is open and CanStep().
 //   Commit   ends the turn with the prompt and the reply as part of the memory.
 //   Abort    ends the turn with the memory as it was before it (a cache whose prompt diverged
-//            keeps only the prefix the plan kept: the rest is in the client's prompt).
+//            keeps only the prefix the plan kept; AgentRuntime then reloads the stored one).
 //   Persist  a view of what the store saves, valid until the next non-const call.
 //   Report   the last turn's account, JSON (before the first turn since creation or restore:
 //            null, or the policy's standing notes).

@@ -125,10 +125,12 @@ class AgentStore {
   Status Load(const AgentKey& key, kv::KvSequence* seq, AgentRecord* out,
               std::string_view checkpoint = {});
 
-  // Keeps the agent's stored conversation (its manifest as it is now) as a new checkpoint,
-  // then deletes the oldest ones beyond max_keep (>= 1), sparing `spare` (a checkpoint the
-  // caller is about to use). NotFound if the agent has no cache.
-  Result<CheckpointInfo> Checkpoint(const AgentKey& key, int max_keep, std::string_view spare = {});
+  // Keeps the agent's stored conversation (its manifest as it is now) as a new checkpoint.
+  // NotFound if the agent has no cache.
+  Result<CheckpointInfo> Checkpoint(const AgentKey& key);
+  // Deletes the oldest checkpoints beyond max_keep (>= 0), sparing `spare` (one just used);
+  // their blocks go with the next save's collection. How many it deleted.
+  Result<int> TrimCheckpoints(const AgentKey& key, int max_keep, std::string_view spare = {});
   // The agent's checkpoints, oldest first (none for an agent without a cache). Unreadable
   // checkpoint files are left out (and kept, with their blocks, for a person to see).
   Result<std::vector<CheckpointInfo>> ListCheckpoints(const AgentKey& key, bool with_text) const;

@@ -51,10 +51,8 @@ std::vector<std::string> CheckpointIds(const std::vector<std::string>& dir_names
   return ids;
 }
 
-Result<CheckpointInfo> AgentStore::Checkpoint(const AgentKey& key, int max_keep,
-                                              std::string_view spare) {
+Result<CheckpointInfo> AgentStore::Checkpoint(const AgentKey& key) {
   KVMEM_RETURN_IF_ERROR(ValidateAgentKey(key));
-  if (max_keep < 1) return InvalidArgument("a checkpoint needs max_keep >= 1");
   const std::string where = "checkpointing agent " + AgentLabel(key);
   const std::string dir_name = state_->DirName(key);
   const std::string dir = state_->AgentDir(dir_name);
@@ -68,26 +66,44 @@ Result<CheckpointInfo> AgentStore::Checkpoint(const AgentKey& key, int max_keep,
       AgentManifest m,
       ParseManifest({reinterpret_cast<const char*>(bytes.data()), bytes.size()}));
   KVMEM_ASSIGN_OR_RETURN(std::vector<std::string> names, ListDir(dir));
-  std::vector<std::string> ids = CheckpointIds(names);
-  const int64_t next = ids.empty() ? 1 : CheckpointNumber(ids.back()) + 1;
+  const std::vector<std::string> ids = CheckpointIds(names);
   CheckpointInfo info;
-  info.id = std::string(kCheckpointPrefix) + std::to_string(next);
+  info.id = std::string(kCheckpointPrefix) +
+            std::to_string(ids.empty() ? 1 : CheckpointNumber(ids.back()) + 1);
   KVMEM_RETURN_IF_ERROR(WriteFileAtomic(dir, CheckpointFile(info.id), bytes).WithContext(where));
-  // The oldest beyond the budget go (never the new one or `spare`); their blocks go with the
-  // next save's collection.
-  const bool spared = std::erase(ids, std::string(spare)) > 0;
-  size_t count = ids.size() + 1 + (spared ? 1 : 0);
-  for (size_t i = 0; i < ids.size() && count > static_cast<size_t>(max_keep); ++i, --count) {
-    const std::string path = dir + "/" + CheckpointFile(ids[i]);
-    if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
-      return IoError(where + ": delete '" + path + "': " + std::strerror(errno));
-    }
-  }
   info.n_tokens = static_cast<int64_t>(m.tokens.size());
   info.last_use_unix_ms = m.last_use_unix_ms;
   info.bytes_on_disk = bytes.size();
   for (const BlockEntry& b : m.blocks) info.bytes_on_disk += b.bytes;
   return info;
+}
+
+Result<int> AgentStore::TrimCheckpoints(const AgentKey& key, int max_keep, std::string_view spare) {
+  KVMEM_RETURN_IF_ERROR(ValidateAgentKey(key));
+  const std::string dir_name = state_->DirName(key);
+  const std::string dir = state_->AgentDir(dir_name);
+  std::shared_ptr<std::mutex> agent_mu = state_->AgentLock(dir_name);
+  std::lock_guard<std::mutex> agent_lock(*agent_mu);
+  Result<std::vector<std::string>> names = ListDir(dir);
+  if (!names.ok()) {
+    if (names.status().code() == ErrorCode::kNotFound) return 0;
+    return names.status();
+  }
+  std::vector<std::string> ids = CheckpointIds(*names);
+  const bool spared = std::erase(ids, std::string(spare)) > 0;
+  size_t count = ids.size() + (spared ? 1 : 0);
+  int deleted = 0;
+  for (size_t i = 0; i < ids.size() && count > static_cast<size_t>(std::max(max_keep, 0));
+       ++i, --count) {
+    const std::string path = dir + "/" + CheckpointFile(ids[i]);
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+      return IoError("agent " + AgentLabel(key) + ": delete '" + path + "': " +
+                     std::strerror(errno));
+    }
+    ++deleted;
+  }
+  if (deleted > 0) KVMEM_RETURN_IF_ERROR(SyncDir(dir));
+  return deleted;
 }
 
 Result<std::vector<CheckpointInfo>> AgentStore::ListCheckpoints(const AgentKey& key,
