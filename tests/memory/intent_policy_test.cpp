@@ -79,6 +79,8 @@ TEST_F(IntentPolicyTest, DeadSlotsKeepThePrefixCachedCompactionLosesIt) {
         if (layout == "dead_slot") {  // everything the cache held is reused
           EXPECT_EQ(r.prompt.cached_tokens, rows_before);
         }
+        // The client resends what it sent and got back: no divergence, whatever was dropped.
+        EXPECT_FALSE(r.prompt.divergence.diverged);
       }
       prompt += reply;
       rows_before = rt->Get(key)->tokens;
@@ -86,6 +88,7 @@ TEST_F(IntentPolicyTest, DeadSlotsKeepThePrefixCachedCompactionLosesIt) {
     if (layout == "compact") {
       EXPECT_LT(cached, resent / 2);  // a compacted cache matches only up to its first drop
     }
+    EXPECT_TRUE(rt->Get(key)->checkpoints.empty());
   }
 }
 

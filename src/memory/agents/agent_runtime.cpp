@@ -318,11 +318,13 @@ Result<TurnResult> AgentRuntime::RunTurn(const store::AgentKey* key, std::string
   const bool server_turn =
       key != nullptr && slot->spec.server_conversation && params.continue_conversation;
   if (server_turn) {
-    KVMEM_ASSIGN_OR_RETURN(composed, params.continue_conversation(slot->policy->text()));
+    const MemoryPolicy& held = *slot->policy;
+    KVMEM_ASSIGN_OR_RETURN(composed, params.continue_conversation(
+                                         held.client_conversation().value_or(held.text())));
     prompt_text = composed;
   }
   std::string retire;  // a checkpoint the turn continues whole
-  if (key != nullptr && slot->spec.kind->rebuildable_from_prompt) {
+  if (key != nullptr) {
     KVMEM_ASSIGN_OR_RETURN(r.prompt.divergence, Reconcile(*key, *slot, prompt_text,
                                                           params.on_diverge, &r.prompt, &retire));
   }
@@ -395,10 +397,11 @@ Result<TurnResult> AgentRuntime::RunTurn(const store::AgentKey* key, std::string
 Result<Divergence> AgentRuntime::Reconcile(const store::AgentKey& key, Slot& slot,
                                            std::string_view prompt, OnDiverge on_diverge,
                                            PromptStats* stats, std::string* retire) {
-  const std::string_view held = slot.policy->text();
-  const store::TextMatch m = store::MatchText(held, prompt);
   Divergence d;
-  if (held.empty() || m.kind != store::PrefixMatchKind::kDiverge) return d;
+  const std::optional<std::string_view> held = slot.policy->client_conversation();
+  if (!held || held->empty()) return d;
+  const store::TextMatch m = store::MatchText(*held, prompt);
+  if (m.kind != store::PrefixMatchKind::kDiverge) return d;
   const std::string name = "agent '" + key.id + "'";
   d.diverged = true;
   d.action = on_diverge;

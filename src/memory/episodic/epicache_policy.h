@@ -63,6 +63,7 @@ class EpiCachePolicy : public MemoryPolicy {
   // {"kept": [[begin, end, ...] per (layer, KV head)]}: the history positions the last turn read.
   Json Detail() const override;
   std::string_view text() const override { return text_; }
+  std::optional<std::string_view> client_conversation() const override { return std::nullopt; }
   std::span<const int32_t> context_tokens() const override { return context_; }
   int64_t n_rows() const override { return rows_->n_rows(); }
   size_t bytes_in_use() const override { return pool_->bytes_in_use(); }

@@ -66,6 +66,7 @@ class IntentKvPolicy : public FullPolicy {
   // {"live_prompt_bytes": [begin, end, ...]}: the byte ranges of the turn's prompt whose rows the
   // reply reads.
   Json Detail() const override { return detail_; }
+  std::optional<std::string_view> client_conversation() const override { return conversation_; }
   PersistedMemory Persist() const override;
 
  private:

@@ -33,6 +33,7 @@
 #include <cstdint>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -144,6 +145,11 @@ class MemoryPolicy {
   // The conversation the memory holds as text ("" when empty): a client that keeps no history
   // extends it.
   virtual std::string_view text() const = 0;
+  // The conversation as the client sent it and got it back, which a request that does not start
+  // with it diverges from (AgentRuntime's on_diverge): text(), unless the policy rewrote that
+  // (intentkv's compaction); nullopt for memories that take a prompt not continuing their
+  // history as new (memart, epicache): nothing ever diverges there.
+  virtual std::optional<std::string_view> client_conversation() const { return text(); }
   // The tokens the sampler's repetition penalty looks back over during the open turn.
   virtual std::span<const int32_t> context_tokens() const = 0;
   // Rows the memory holds (what /v1/agents reports as cached tokens) and their bytes in RAM.

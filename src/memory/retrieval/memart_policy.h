@@ -46,6 +46,7 @@ class MemArtPolicy : public MemoryPolicy {
   // {"rows_read": [[begin, end, ...] per layer]}: the history rows each layer read.
   Json Detail() const override;
   std::string_view text() const override { return text_; }
+  std::optional<std::string_view> client_conversation() const override { return std::nullopt; }
   std::span<const int32_t> context_tokens() const override { return context_; }
   int64_t n_rows() const override { return memart_->history_rows(); }
   size_t bytes_in_use() const override { return pool_->bytes_in_use(); }
