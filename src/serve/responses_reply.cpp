@@ -1,14 +1,19 @@
 // Response objects and stream events of the Responses API (responses_api.h), and the record a
-// finished response leaves.
+// finished response leaves. The output is a message item (the reply's text) and a function_call
+// item per tool call (serve/tool_reply.h drives those), in the order they started; a reply with
+// neither has an empty message.
 #include <string>
 #include <utility>
 
 #include "core/log.h"
 #include "serve/json_body.h"
+#include "serve/openai_tools.h"
 #include "serve/responses_api.h"
 
 namespace kvmem::serve {
 namespace {
+
+constexpr int kMessage = -1;  // in ResponsesReply::order_: the message item, else a call index
 
 Json UsageJson(const Usage& u) {
   return {{"input_tokens", u.prompt_tokens},
@@ -28,7 +33,7 @@ class ResponsesReply : public ReplyFormat {
       : meta_(std::move(meta)),
         echo_(std::move(echo)),
         storage_(std::move(storage)),
-        item_id_(NewResponseId("msg_")) {}
+        message_id_(NewResponseId("msg_")) {}
 
   Dialect dialect() const override { return Dialect::kOpenAi; }
 
@@ -39,27 +44,50 @@ class ResponsesReply : public ReplyFormat {
   std::string StreamStart(const PromptInfo&) override {
     const Json response = Object("in_progress", Json::array(), nullptr);
     std::string out = Event("response.created", {{"response", response}});
-    out += Event("response.in_progress", {{"response", response}});
-    out += Event("response.output_item.added",
-                 {{"output_index", 0}, {"item", Message("in_progress", "")}});
-    out += Event("response.content_part.added", Part({{"part", TextPart("")}}));
-    return out;
+    return out + Event("response.in_progress", {{"response", response}});
   }
 
   std::string StreamText(std::string_view text) override {
     if (text.empty()) return {};
+    std::string out = OpenMessage();
     text_ += text;
-    return Event("response.output_text.delta",
-                 Part({{"delta", text}, {"logprobs", Json::array()}}));
+    return out + Event("response.output_text.delta",
+                       Part({{"delta", text}, {"logprobs", Json::array()}}));
+  }
+
+  std::string StreamToolCallStart(int index, const ToolCall& call) override {
+    if (index != static_cast<int>(call_ids_.size())) return {};
+    call_ids_.push_back(NewResponseId("fc_"));
+    order_.push_back(index);
+    return Event("response.output_item.added",
+                 {{"output_index", order_.size() - 1}, {"item", CallItem(index, call, "")}});
+  }
+
+  std::string StreamToolCallArguments(int index, std::string_view json) override {
+    if (index < 0 || index >= static_cast<int>(call_ids_.size()) || json.empty()) return {};
+    return Event(
+        "response.function_call_arguments.delta",
+        {{"item_id", call_ids_[index]}, {"output_index", OutputIndex(index)}, {"delta", json}});
   }
 
   std::string StreamEnd(const GenerationResult& result) override {
+    std::string out;
+    if (result.tool_calls.empty()) out += OpenMessage();  // every reply has some output
     const Json response = Finish(text_, result);
-    std::string out =
-        Event("response.output_text.done", Part({{"text", text_}, {"logprobs", Json::array()}}));
-    out += Event("response.content_part.done", Part({{"part", TextPart(text_)}}));
-    out +=
-        Event("response.output_item.done", {{"output_index", 0}, {"item", response["output"][0]}});
+    for (size_t i = 0; i < order_.size(); ++i) {
+      const Json& item = response["output"][i];
+      if (order_[i] == kMessage) {
+        out += Event("response.output_text.done",
+                     Part({{"text", text_}, {"logprobs", Json::array()}}));
+        out += Event("response.content_part.done", Part({{"part", TextPart(text_)}}));
+      } else {
+        out += Event("response.function_call_arguments.done", {{"item_id", item["id"]},
+                                                               {"output_index", i},
+                                                               {"name", item["name"]},
+                                                               {"arguments", item["arguments"]}});
+      }
+      out += Event("response.output_item.done", {{"output_index", i}, {"item", item}});
+    }
     const std::string status = response["status"].get<std::string>();
     out += Event(status == "completed"    ? "response.completed"
                  : status == "incomplete" ? "response.incomplete"
@@ -93,20 +121,49 @@ class ResponsesReply : public ReplyFormat {
     return o;
   }
 
-  Json Message(const char* status, std::string_view text) const {
+  // The events that open the message item, the first time.
+  std::string OpenMessage() {
+    for (int o : order_) {
+      if (o == kMessage) return {};
+    }
+    order_.push_back(kMessage);
+    std::string out =
+        Event("response.output_item.added",
+              {{"output_index", order_.size() - 1}, {"item", MessageItem("in_progress", "")}});
+    return out + Event("response.content_part.added", Part({{"part", TextPart("")}}));
+  }
+
+  Json MessageItem(const char* status, std::string_view text) const {
     Json content = Json::array();
     if (std::string_view(status) != "in_progress") content.push_back(TextPart(text));
-    return {{"id", item_id_},
+    return {{"id", message_id_},
             {"type", "message"},
             {"role", "assistant"},
             {"status", status},
             {"content", std::move(content)}};
   }
 
-  // The fields of an event about the output text's part.
+  Json CallItem(int index, const ToolCall& call, const char* status) const {
+    const bool done = std::string_view(status) == "completed";
+    return {{"id", call_ids_[index]},
+            {"type", "function_call"},
+            {"call_id", call.id},
+            {"name", call.name},
+            {"arguments", done ? call.arguments : ""},
+            {"status", done ? "completed" : "in_progress"}};
+  }
+
+  int OutputIndex(int call) const {
+    for (size_t i = 0; i < order_.size(); ++i) {
+      if (order_[i] == call) return static_cast<int>(i);
+    }
+    return 0;
+  }
+
+  // The fields of an event about the message's text part.
   Json Part(Json fields) const {
-    fields["item_id"] = item_id_;
-    fields["output_index"] = 0;
+    fields["item_id"] = message_id_;
+    fields["output_index"] = OutputIndex(kMessage);
     fields["content_index"] = 0;
     return fields;
   }
@@ -122,8 +179,21 @@ class ResponsesReply : public ReplyFormat {
     const bool truncated = result.finish_reason == FinishReason::kLength ||
                            result.finish_reason == FinishReason::kCancelled;
     const char* status = truncated ? "incomplete" : "completed";
+    // A whole reply: the text, then the calls; a stream: as they started (calls it did not
+    // start, which a ToolReply never leaves, last).
+    if (order_.empty() && (!text.empty() || result.tool_calls.empty())) order_.push_back(kMessage);
+    for (size_t i = call_ids_.size(); i < result.tool_calls.size(); ++i) {
+      call_ids_.push_back(NewResponseId("fc_"));
+      order_.push_back(static_cast<int>(i));
+    }
     Json output = Json::array();
-    output.push_back(Message(status, text));
+    for (int o : order_) {
+      if (o == kMessage) {
+        output.push_back(MessageItem(status, text));
+      } else if (static_cast<size_t>(o) < result.tool_calls.size()) {
+        output.push_back(CallItem(o, result.tool_calls[o], "completed"));
+      }
+    }
     Json response = Object(status, std::move(output), UsageJson(result.usage));
     if (result.finish_reason == FinishReason::kLength) {
       response["incomplete_details"] = {{"reason", "max_output_tokens"}};
@@ -131,8 +201,13 @@ class ResponsesReply : public ReplyFormat {
     if (storage_.backend == nullptr || result.finish_reason == FinishReason::kCancelled) {
       return response;
     }
-    std::vector<ChatMessage> messages = std::move(storage_.conversation);
-    messages.push_back({"assistant", std::string(text)});
+    Json reply = {{"role", "assistant"}, {"content", std::string(text)}};
+    if (!result.tool_calls.empty()) {
+      reply["tool_calls"] = OpenAiToolCalls(result.tool_calls);
+      if (text.empty()) reply["content"] = nullptr;
+    }
+    Json messages = std::move(storage_.conversation);
+    messages.push_back(std::move(reply));
     Status saved = storage_.backend->PutResponse(
         storage_.tenant, meta_.id, ResponseRecord(response, storage_.agent, messages));
     if (!saved.ok()) {
@@ -147,8 +222,10 @@ class ResponsesReply : public ReplyFormat {
   ResponseMeta meta_;
   Json echo_;
   ResponseStorage storage_;
-  std::string item_id_;
+  std::string message_id_;
   std::string text_;
+  std::vector<int> order_;             // output items as they started: kMessage or a call
+  std::vector<std::string> call_ids_;  // "fc_…" of each call
   int64_t sequence_ = 0;
 };
 

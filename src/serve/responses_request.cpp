@@ -4,21 +4,17 @@
 #include <utility>
 
 #include "serve/constrained_output.h"
+#include "serve/openai_tools.h"
 #include "serve/responses_api.h"
+#include "serve/tool_reply.h"
 
 namespace kvmem::serve {
 namespace {
 
 using OrderedJson = nlohmann::ordered_json;
 
-Result<ChatMessage> ParseInputItem(const Json& item, const std::string& field) {
-  if (!item.is_object()) return TypeError(field, "an object", item);
-  KVMEM_ASSIGN_OR_RETURN(std::optional<std::string> type,
-                         OptionalString(item, "type", field + ".type"));
-  if (type && *type != "message") {
-    return Unsupported("'" + field + ".type': input items of type '" + *type +
-                       "' are not supported by kvmem (messages only)");
-  }
+// A message item as a chat message {role, content}.
+Result<Json> ReadMessageItem(const Json& item, const std::string& field) {
   KVMEM_ASSIGN_OR_RETURN(std::string role, RequiredString(item, "role", field + ".role"));
   if (role == "developer") role = "system";
   if (role != "system" && role != "user" && role != "assistant") {
@@ -29,23 +25,96 @@ Result<ChatMessage> ParseInputItem(const Json& item, const std::string& field) {
   if (content == nullptr) return FieldError(field + ".content", "required");
   KVMEM_ASSIGN_OR_RETURN(std::string text, ReadTextContent(*content, field + ".content",
                                                            {"input_text", "output_text", "text"}));
-  return ChatMessage{std::move(role), std::move(text)};
+  return Json{{"role", std::move(role)}, {"content", std::move(text)}};
 }
 
-// `input`: one user message, or a non-empty array of messages.
-Result<std::vector<ChatMessage>> ReadInput(const Json& body) {
+// Appends input item `item` to `chat` as chat-completions messages (serve/openai_tools.h): a
+// message as it is, a function_call into an assistant message's tool_calls (consecutive calls
+// share one), a function_call_output as a "tool" message.
+Status AppendInputItem(const Json& item, const std::string& field, Json* chat) {
+  if (!item.is_object()) return TypeError(field, "an object", item);
+  KVMEM_ASSIGN_OR_RETURN(std::optional<std::string> type,
+                         OptionalString(item, "type", field + ".type"));
+  if (!type || *type == "message") {
+    KVMEM_ASSIGN_OR_RETURN(Json m, ReadMessageItem(item, field));
+    chat->push_back(std::move(m));
+    return Status::Ok();
+  }
+  if (*type == "function_call") {
+    KVMEM_ASSIGN_OR_RETURN(std::string id, RequiredString(item, "call_id", field + ".call_id"));
+    KVMEM_ASSIGN_OR_RETURN(std::string name, RequiredString(item, "name", field + ".name"));
+    KVMEM_ASSIGN_OR_RETURN(std::string args,
+                           RequiredString(item, "arguments", field + ".arguments"));
+    const Json call = {{"id", std::move(id)},
+                       {"type", "function"},
+                       {"function", {{"name", std::move(name)}, {"arguments", std::move(args)}}}};
+    if (chat->empty() || chat->back()["role"] != "assistant" ||
+        !chat->back().contains("tool_calls")) {
+      chat->push_back({{"role", "assistant"}, {"content", nullptr}, {"tool_calls", Json::array()}});
+    }
+    chat->back()["tool_calls"].push_back(call);
+    return Status::Ok();
+  }
+  if (*type == "function_call_output") {
+    KVMEM_ASSIGN_OR_RETURN(std::string id, RequiredString(item, "call_id", field + ".call_id"));
+    const Json* output = FindField(item, "output");
+    if (output == nullptr) return FieldError(field + ".output", "required");
+    KVMEM_ASSIGN_OR_RETURN(std::string text,
+                           ReadTextContent(*output, field + ".output", {"input_text", "text"}));
+    chat->push_back({{"role", "tool"}, {"tool_call_id", std::move(id)}, {"content", text}});
+    return Status::Ok();
+  }
+  return Unsupported("'" + field + ".type': input items of type '" + *type +
+                     "' are not supported by kvmem (message, function_call, "
+                     "function_call_output)");
+}
+
+// `input`: one user message, or a non-empty array of items, as chat messages.
+Result<Json> ReadInput(const Json& body) {
   const Json* input = FindField(body, "input");
   if (input == nullptr) return FieldError("input", "required");
-  if (input->is_string()) return std::vector<ChatMessage>{{"user", input->get<std::string>()}};
+  if (input->is_string()) return Json::array({{{"role", "user"}, {"content", *input}}});
   if (!input->is_array()) return TypeError("input", "a string or an array of items", *input);
   if (input->empty()) return FieldError("input", "must not be empty");
-  std::vector<ChatMessage> out;
+  Json chat = Json::array();
   for (size_t i = 0; i < input->size(); ++i) {
-    KVMEM_ASSIGN_OR_RETURN(ChatMessage m,
-                           ParseInputItem((*input)[i], "input[" + std::to_string(i) + "]"));
-    out.push_back(std::move(m));
+    KVMEM_RETURN_IF_ERROR(AppendInputItem((*input)[i], "input[" + std::to_string(i) + "]", &chat));
   }
-  return out;
+  return chat;
+}
+
+// Function tools {type: "function", name, description, parameters, strict} and tool_choice
+// {type: "function", name} in chat completions' spelling (serve/openai_tools.h), into `chat`.
+Status ReadTools(const Json& body, Json* chat) {
+  if (const Json* tools = FindField(body, "tools"); tools != nullptr && !tools->is_null()) {
+    if (!tools->is_array()) return TypeError("tools", "an array", *tools);
+    Json list = Json::array();
+    for (size_t i = 0; i < tools->size(); ++i) {
+      const std::string field = "tools[" + std::to_string(i) + "]";
+      const Json& tool = (*tools)[i];
+      if (!tool.is_object()) return TypeError(field, "an object", tool);
+      KVMEM_ASSIGN_OR_RETURN(std::string type, RequiredString(tool, "type", field + ".type"));
+      if (type != "function") {
+        return Unsupported("'" + field + ".type': tools of type '" + type +
+                           "' are not supported by kvmem (function only)");
+      }
+      Json function = tool;
+      function.erase("type");
+      list.push_back({{"type", "function"}, {"function", std::move(function)}});
+    }
+    if (!list.empty()) (*chat)["tools"] = std::move(list);
+  }
+  if (const Json* choice = FindField(body, "tool_choice"); choice != nullptr) {
+    Json c = *choice;
+    if (c.is_object() && c.contains("name") && c.value("type", "") == "function") {
+      c = {{"type", "function"}, {"function", {{"name", c["name"]}}}};
+    }
+    (*chat)["tool_choice"] = std::move(c);
+  }
+  if (const Json* parallel = FindField(body, "parallel_tool_calls"); parallel != nullptr) {
+    (*chat)["parallel_tool_calls"] = *parallel;
+  }
+  return Status::Ok();
 }
 
 // A Status about chat's response_format, renamed to the Responses API's text.format.
@@ -91,7 +160,7 @@ Result<Json> ReadTextFormat(const Json& body, std::string_view body_text, Genera
 
 // The previous response's agent and conversation; NotFound naming previous_response_id.
 Status ReadPrevious(Backend& backend, const std::string& tenant, const std::string& id,
-                    std::string* agent, std::vector<ChatMessage>* conversation) {
+                    std::string* agent, Json* conversation) {
   Result<Json> record = backend.GetResponse(tenant, id);
   if (!record.ok() && record.status().code() == ErrorCode::kNotFound) {
     return NotFound("'previous_response_id': no stored response '" + id + "'");
@@ -118,26 +187,19 @@ Json OrNull(const std::optional<std::string>& v) { return v ? Json(*v) : Json();
 
 }  // namespace
 
-Json ResponseRecord(const Json& response, const std::string& agent,
-                    const std::vector<ChatMessage>& messages) {
-  Json list = Json::array();
-  for (const ChatMessage& m : messages) list.push_back({{"role", m.role}, {"content", m.content}});
-  return {{"response", response}, {"agent", agent}, {"messages", std::move(list)}};
+Json ResponseRecord(const Json& response, const std::string& agent, const Json& messages) {
+  return {{"response", response}, {"agent", agent}, {"messages", messages}};
 }
 
-Result<std::vector<ChatMessage>> RecordMessages(const Json& record) {
+Result<Json> RecordMessages(const Json& record) {
   const Json* list = FindField(record, "messages");
   if (list == nullptr || !list->is_array()) return Corrupt("stored response has no messages");
-  std::vector<ChatMessage> out;
   for (const Json& m : *list) {
-    const Json* role = m.is_object() ? FindField(m, "role") : nullptr;
-    const Json* content = m.is_object() ? FindField(m, "content") : nullptr;
-    if (role == nullptr || content == nullptr || !role->is_string() || !content->is_string()) {
+    if (!m.is_object() || !m.contains("role")) {
       return Corrupt("stored response has a malformed message");
     }
-    out.push_back({role->get<std::string>(), content->get<std::string>()});
   }
-  return out;
+  return *list;
 }
 
 Result<ParsedRequest> ParseResponsesRequest(std::string_view body_text, const RequestContext& ctx,
@@ -146,7 +208,7 @@ Result<ParsedRequest> ParseResponsesRequest(std::string_view body_text, const Re
   ParsedRequest out;
   out.prompt_field = "input";
   GenerationRequest& g = out.generation;
-  for (const char* key : {"tools", "background", "conversation", "prompt"}) {
+  for (const char* key : {"background", "conversation", "prompt"}) {
     KVMEM_RETURN_IF_ERROR(RejectIfRequested(body, key));
   }
   KVMEM_ASSIGN_OR_RETURN(std::optional<std::string> model, OptionalString(body, "model", "model"));
@@ -157,6 +219,8 @@ Result<ParsedRequest> ParseResponsesRequest(std::string_view body_text, const Re
                          OptionalString(body, "previous_response_id", "previous_response_id"));
   KVMEM_ASSIGN_OR_RETURN(std::optional<bool> store, OptionalBool(body, "store", "store"));
   KVMEM_ASSIGN_OR_RETURN(std::optional<bool> stream, OptionalBool(body, "stream", "stream"));
+  KVMEM_ASSIGN_OR_RETURN(std::optional<bool> parallel,
+                         OptionalBool(body, "parallel_tool_calls", "parallel_tool_calls"));
   out.stream = stream.value_or(false);
   KVMEM_ASSIGN_OR_RETURN(g.max_tokens,
                          ReadMaxTokens(body, "max_output_tokens", ctx.model.context_length));
@@ -166,16 +230,35 @@ Result<ParsedRequest> ParseResponsesRequest(std::string_view body_text, const Re
   KVMEM_ASSIGN_OR_RETURN(std::optional<std::string> user, OptionalString(body, "user", "user"));
   KVMEM_ASSIGN_OR_RETURN(Json text, ReadTextFormat(body, body_text, &g));
   KVMEM_ASSIGN_OR_RETURN(g.retrieval_query, ReadRetrievalQuery(body));
-  KVMEM_ASSIGN_OR_RETURN(std::vector<ChatMessage> input, ReadInput(body));
+  KVMEM_ASSIGN_OR_RETURN(Json input, ReadInput(body));
 
+  // The conversation as a chat completions body: instructions, the previous response's
+  // conversation, the new items; with the tools, read as chat reads them.
   ResponseStorage storage;
   if (previous) {
     KVMEM_RETURN_IF_ERROR(
         ReadPrevious(backend, ctx.tenant, *previous, &storage.agent, &storage.conversation));
   }
   storage.conversation.insert(storage.conversation.end(), input.begin(), input.end());
-  if (instructions) g.messages.push_back({"system", *instructions});
-  g.messages.insert(g.messages.end(), storage.conversation.begin(), storage.conversation.end());
+  Json chat = {{"messages", Json::array()}};
+  if (instructions) chat["messages"].push_back({{"role", "system"}, {"content", *instructions}});
+  chat["messages"].insert(chat["messages"].end(), storage.conversation.begin(),
+                          storage.conversation.end());
+  KVMEM_RETURN_IF_ERROR(ReadTools(body, &chat));
+  const bool tools = UsesOpenAiTools(chat);
+  if (tools) {
+    if (g.grammar) return FieldError("text.format", "not supported with tools");
+    KVMEM_RETURN_IF_ERROR(ReadOpenAiToolRequest(chat, ctx.model.tool_format, &g));
+  } else {
+    for (const Json& m : chat["messages"]) {
+      const Json* role = FindField(m, "role");
+      const Json* content = FindField(m, "content");
+      if (role == nullptr || content == nullptr || !role->is_string() || !content->is_string()) {
+        return Corrupt("stored response '" + previous.value_or("") + "': malformed message");
+      }
+      g.messages.push_back({role->get<std::string>(), content->get<std::string>()});
+    }
+  }
 
   ResponseMeta meta = NewResponseMeta("resp_", ctx.model.name);
   g.request_id = meta.id;
@@ -199,13 +282,14 @@ Result<ParsedRequest> ParseResponsesRequest(std::string_view body_text, const Re
       {"max_output_tokens", g.max_tokens ? Json(*g.max_tokens) : Json()},
       {"metadata", std::move(metadata)},
       {"text", std::move(text)},
-      {"tools", Json::array()},
-      {"tool_choice", "auto"},
-      {"parallel_tool_calls", true},
+      {"tools", body.contains("tools") && body["tools"].is_array() ? body["tools"] : Json::array()},
+      {"tool_choice", body.contains("tool_choice") ? body["tool_choice"] : Json("auto")},
+      {"parallel_tool_calls", parallel.value_or(true)},
       {"truncation", "disabled"},
       {"user", OrNull(user)},
   };
   out.reply = MakeResponsesReply(std::move(meta), std::move(echo), std::move(storage));
+  if (tools) out.reply = MakeToolReply(std::move(out.reply), "call_", ctx.model.tool_format);
   return out;
 }
 

@@ -76,8 +76,7 @@ TEST(ResponsesRequest, BadBodiesNameTheField) {
       {R"({"input":5})", "'input'"},
       {R"({"input":[{"role":"robot","content":"x"}]})", "'input[0].role'"},
       {R"({"input":[{"role":"user"}]})", "'input[0].content'"},
-      {R"({"input":[{"type":"function_call_output","call_id":"c","output":"x"}]})",
-       "'input[0].type'"},
+      {R"({"input":[{"type":"item_reference","id":"x"}]})", "'input[0].type'"},
       {R"({"input":[{"role":"user","content":[{"type":"input_image","image_url":"u"}]}]})",
        "'input[0].content[0].type'"},
       {R"({"input":"x","max_output_tokens":0})", "'max_output_tokens'"},
@@ -88,7 +87,8 @@ TEST(ResponsesRequest, BadBodiesNameTheField) {
       {R"({"input":"x","text":{"format":{"type":"json_schema","name":"s","schema":
           {"type":"object","properties":{"a":{"type":"integer","minimum":3}}}}}})",
        "'text.format.schema'"},
-      {R"({"input":"x","tools":[{"type":"function","name":"f"}]})", "'tools'"},
+      {R"({"input":"x","tools":[{"type":"web_search"}]})", "'tools[0].type'"},
+      {R"({"input":[{"type":"function_call_output","output":"x"}]})", "'input[0].call_id'"},
       {R"({"input":"x","background":true})", "'background'"},
       {"{", "JSON"},
   };
@@ -117,6 +117,69 @@ TEST(ResponsesRequest, TextFormatCompilesAGrammar) {
   auto text = Parse(R"({"input":"x","text":{"format":{"type":"text"}}})", backend);
   ASSERT_TRUE(text.ok());
   EXPECT_EQ(text->generation.grammar, nullptr);
+}
+
+// Function tools: calls become function_call items (streamed as their arguments come) and the
+// record's conversation; a function_call_output continues the chain in the model's tool format.
+TEST(ResponsesTools, CallsAndTheirOutputs) {
+  FakeBackend backend;
+  const std::string tools = R"("tools": [{"type": "function", "name": "add", "description": "Adds",
+      "parameters": {"type": "object", "properties": {"a": {"type": "integer"},
+      "b": {"type": "integer"}}, "required": ["a", "b"]}}], "tool_choice": "required")";
+  auto r = Parse(R"({"input": "1+2?", "stream": true, )" + tools + "}", backend);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_NE(r->generation.grammar, nullptr);
+  ReplyFormat& reply = *r->reply;
+  std::string sse = reply.StreamStart({});
+  const std::string out = R"({"tool_calls":[{"name":"add","arguments":{"a":1,"b":2}}]})";
+  for (size_t i = 0; i < out.size(); i += 6) sse += reply.StreamText(out.substr(i, 6));
+  GenerationResult ended;
+  ended.usage = {.prompt_tokens = 10, .cached_tokens = 0, .completion_tokens = 5};
+  sse += reply.StreamEnd(ended);
+  std::vector<std::string> types;
+  std::string args;
+  Json last;
+  for (const testing::SseEvent& e : ParseSse(sse)) {
+    last = ParseJson(e.data);
+    if (types.empty() || types.back() != e.event) types.push_back(e.event);
+    if (e.event == "response.function_call_arguments.delta") args += last["delta"];
+  }
+  EXPECT_EQ(types,
+            (std::vector<std::string>{
+                "response.created", "response.in_progress", "response.output_item.added",
+                "response.function_call_arguments.delta", "response.function_call_arguments.done",
+                "response.output_item.done", "response.completed"}));
+  EXPECT_EQ(args, R"({"a":1,"b":2})");
+  const Json& response = last["response"];
+  ASSERT_EQ(response["output"].size(), 1u);
+  const Json& call = response["output"][0];
+  EXPECT_EQ(call["type"], "function_call");
+  EXPECT_EQ(call["name"], "add");
+  EXPECT_EQ(call["arguments"], args);
+  EXPECT_EQ(call["status"], "completed");
+  EXPECT_TRUE(call["id"].get<std::string>().starts_with("fc_"));
+  EXPECT_EQ(response["tools"][0]["name"], "add");
+  EXPECT_EQ(response["tool_choice"], "required");
+
+  const std::string id = response["id"];
+  auto next = Parse(R"({"input": [{"type": "function_call_output", "call_id": ")" +
+                        call["call_id"].get<std::string>() + R"(", "output": "3"}],
+                        "previous_response_id": ")" +
+                        id + R"(", )" + tools + "}",
+                    backend);
+  ASSERT_TRUE(next.ok()) << next.status().ToString();
+  const std::vector<ChatMessage>& m = next->generation.messages;
+  EXPECT_EQ(next->generation.agent.id, id);
+  ASSERT_EQ(m.size(), 4u);  // tools (system), user, the call, its output
+  EXPECT_EQ(m[2].content, R"({"tool_calls":[{"name":"add","arguments":{"a":1,"b":2}}]})");
+  EXPECT_EQ(m[3].content, R"({"tool_response":{"name":"add","content":"3"}})");
+
+  // A whole reply: the call as an output item too.
+  auto whole = Parse(R"({"input": "1+2?", )" + tools + "}", backend);
+  ASSERT_TRUE(whole.ok());
+  const Json body = ParseJson(whole->reply->Complete(out, ended));
+  EXPECT_EQ(body["output"][0]["type"], "function_call");
+  EXPECT_EQ(body["output"][0]["arguments"], R"({"a":1,"b":2})");
 }
 
 TEST(Responses, CreateRetrieveDelete) {

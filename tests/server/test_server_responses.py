@@ -6,6 +6,7 @@ resending anything, also after the server was killed with SIGKILL and started ag
 store. Streaming (responses.stream and create(stream=True)), retrieve, delete, store=False and
 branches (two responses continuing the same one) are checked on the restarted server.
 """
+import json
 import os
 import sys
 import tempfile
@@ -116,6 +117,40 @@ class ResponsesTest(unittest.TestCase):
                 with self.assertRaises(openai.BadRequestError):
                     c.responses.create(input=[], **ARGS)
 
+
+    def test_function_tools(self):
+        server_util.skip_without_model()
+        tools = [{"type": "function", "name": "get_weather", "description": "The weather in a city",
+                  "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                                 "required": ["city"]}}]
+        args = dict(model="kvmem", tools=tools, max_output_tokens=64, temperature=0)
+        with tempfile.TemporaryDirectory() as store, server_util.Server(store) as srv:
+            c = client(srv)
+            r1 = c.responses.create(input="What is the weather in Paris?", tool_choice="required",
+                                    **args)
+            calls = [o for o in r1.output if o.type == "function_call"]
+            self.assertEqual(len(calls), 1, r1.output)
+            self.assertEqual(calls[0].name, "get_weather")
+            self.assertIn("city", json.loads(calls[0].arguments))
+            self.assertTrue(calls[0].call_id)
+
+            # The call's output continues the chain: the call was rendered as the model wrote it.
+            r2 = c.responses.create(input=[{"type": "function_call_output",
+                                            "call_id": calls[0].call_id, "output": "Sunny, 21 C"}],
+                                    previous_response_id=r1.id, tool_choice="none", **args)
+            self.assertEqual(r2.status, "completed", r2)
+            self.assertTrue(r2.output_text)
+            self.assertContinues(r2, r1)
+
+            # Streamed: the helper puts the call's argument deltas together.
+            with c.responses.stream(input="And in Rome?", previous_response_id=r2.id,
+                                    tool_choice="required", **args) as stream:
+                deltas = "".join(e.delta for e in stream
+                                 if e.type == "response.function_call_arguments.delta")
+                final = stream.get_final_response()
+            call = [o for o in final.output if o.type == "function_call"][0]
+            self.assertEqual(call.arguments, deltas)
+            self.assertEqual(c.responses.retrieve(final.id).output[-1].arguments, deltas)
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
