@@ -29,8 +29,8 @@ Result<Json> ReadMessageItem(const Json& item, const std::string& field) {
 }
 
 // Appends input item `item` to `chat` as chat-completions messages (serve/openai_tools.h): a
-// message as it is, a function_call into an assistant message's tool_calls (consecutive calls
-// share one), a function_call_output as a "tool" message.
+// message as it is, a function_call into the tool_calls of the assistant message it follows
+// (a reply's text and calls are one chat message), a function_call_output as a "tool" message.
 Status AppendInputItem(const Json& item, const std::string& field, Json* chat) {
   if (!item.is_object()) return TypeError(field, "an object", item);
   KVMEM_ASSIGN_OR_RETURN(std::optional<std::string> type,
@@ -48,11 +48,12 @@ Status AppendInputItem(const Json& item, const std::string& field, Json* chat) {
     const Json call = {{"id", std::move(id)},
                        {"type", "function"},
                        {"function", {{"name", std::move(name)}, {"arguments", std::move(args)}}}};
-    if (chat->empty() || chat->back()["role"] != "assistant" ||
-        !chat->back().contains("tool_calls")) {
-      chat->push_back({{"role", "assistant"}, {"content", nullptr}, {"tool_calls", Json::array()}});
+    if (chat->empty() || chat->back()["role"] != "assistant") {
+      chat->push_back({{"role", "assistant"}, {"content", nullptr}});
     }
-    chat->back()["tool_calls"].push_back(call);
+    Json& reply = chat->back();  // the assistant's text and calls are one chat message
+    if (!reply.contains("tool_calls")) reply["tool_calls"] = Json::array();
+    reply["tool_calls"].push_back(call);
     return Status::Ok();
   }
   if (*type == "function_call_output") {
@@ -106,7 +107,8 @@ Status ReadTools(const Json& body, Json* chat) {
   }
   if (const Json* choice = FindField(body, "tool_choice"); choice != nullptr) {
     Json c = *choice;
-    if (c.is_object() && c.contains("name") && c.value("type", "") == "function") {
+    const Json* type = c.is_object() ? FindField(c, "type") : nullptr;
+    if (type != nullptr && *type == "function" && c.contains("name")) {
       c = {{"type", "function"}, {"function", {{"name", c["name"]}}}};
     }
     (*chat)["tool_choice"] = std::move(c);

@@ -174,6 +174,19 @@ TEST(ResponsesTools, CallsAndTheirOutputs) {
   EXPECT_EQ(m[2].content, R"({"tool_calls":[{"name":"add","arguments":{"a":1,"b":2}}]})");
   EXPECT_EQ(m[3].content, R"({"tool_response":{"name":"add","content":"3"}})");
 
+  // Resent as items: a reply's text and its call are one assistant message.
+  auto items = Parse(R"({"input": [{"role": "user", "content": "1+2?"},
+      {"role": "assistant", "content": [{"type": "output_text", "text": "Adding."}]},
+      {"type": "function_call", "call_id": "call_1", "name": "add", "arguments": "{\"a\":1,\"b\":2}"},
+      {"type": "function_call_output", "call_id": "call_1", "output": "3"}], )" +
+                         tools + "}",
+                     backend);
+  ASSERT_TRUE(items.ok()) << items.status().ToString();
+  ASSERT_EQ(items->generation.messages.size(), 4u);
+  EXPECT_EQ(items->generation.messages[2].role, "assistant");
+  EXPECT_NE(items->generation.messages[2].content.find("Adding."), std::string::npos);
+  EXPECT_NE(items->generation.messages[2].content.find(R"("name":"add")"), std::string::npos);
+
   // A whole reply: the call as an output item too.
   auto whole = Parse(R"({"input": "1+2?", )" + tools + "}", backend);
   ASSERT_TRUE(whole.ok());
