@@ -9,8 +9,9 @@
 // [instructions of this request as a system message] + P's conversation (P's input items and
 // output, P's own instructions excluded, as OpenAI does) + the new input items; the agent's
 // cache matches it by prefix (usage.input_tokens_details.cached_tokens). Two responses may
-// continue the same P (branches): the runtime prefills again what the agent's cache does not
-// match.
+// continue the same P (branches): the agent forks (kvmem's on_diverge, "fork" by default:
+// memory/agents/divergence.h), keeping the conversation it leaves as a checkpoint that a later
+// continuation of it resumes.
 //
 // Each stored response is a record kept by the Backend (PutResponse; the AgentStore's
 // responses/ directory in production): {"response": the object as returned, "agent": its
@@ -37,6 +38,7 @@
 //                        parallel_tool_calls: read as chat completions reads them
 //                        (serve/openai_tools.h); other tool types are Unsupported. Like
 //                        instructions, tools are not carried over from the previous response.
+//   on_diverge, retrieval_query: kvmem's extensions, as in chat completions
 //   user, prompt_cache_key, reasoning, truncation: ignored (the agent is the chain's, never
 //                        `user` or X-Agent-Id)
 // Refused with a 400 naming the field: background, conversation, prompt.

@@ -232,6 +232,7 @@ Result<ParsedRequest> ParseResponsesRequest(std::string_view body_text, const Re
   KVMEM_ASSIGN_OR_RETURN(std::optional<std::string> user, OptionalString(body, "user", "user"));
   KVMEM_ASSIGN_OR_RETURN(Json text, ReadTextFormat(body, body_text, &g));
   KVMEM_ASSIGN_OR_RETURN(g.retrieval_query, ReadRetrievalQuery(body));
+  KVMEM_ASSIGN_OR_RETURN(g.on_diverge, ReadOnDiverge(body));
   KVMEM_ASSIGN_OR_RETURN(Json input, ReadInput(body));
 
   // The conversation as a chat completions body: instructions, the previous response's

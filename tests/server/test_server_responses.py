@@ -99,8 +99,11 @@ class ResponsesTest(unittest.TestCase):
                     self.assertTrue(b.output_text)
                     self.assertEqual(b.previous_response_id, r1.id)
                     self.assertEqual(c.responses.retrieve(b.id).output_text, b.output_text)
-                # (How much of r1 a branch reuses is the runtime's business: today a prompt that
-                # shares less than min_diverge_ratio of the agent's cache is prefilled again.)
+                # (A branch sharing less than min_diverge_ratio of the agent's conversation is
+                # prefilled again.) Back to the first branch: when the second diverged from it,
+                # the agent kept it as a checkpoint (on_diverge "fork"), which resumes it.
+                b3 = c.responses.create(input="Why?", previous_response_id=b1.id, **ARGS)
+                self.assertContinues(b3, b1)
 
                 # Delete, then 404; store=False keeps nothing.
                 c.responses.delete(b2.id)
