@@ -88,6 +88,15 @@ class Backend {
   // NotFound if there is no such agent.
   virtual Result<nlohmann::json> RebuildAgent(const std::string& tenant, const std::string& id) = 0;
 
+  // The Responses API's stored responses (serve/responses_api.h): one JSON record per (tenant,
+  // response id), opaque to the backend, kept durably where the agents' memory is (a save is
+  // acknowledged once it would survive a crash). Get and Delete: NotFound when the tenant has no
+  // such record.
+  virtual Status PutResponse(const std::string& tenant, const std::string& id,
+                             const nlohmann::json& record) = 0;
+  virtual Result<nlohmann::json> GetResponse(const std::string& tenant, const std::string& id) = 0;
+  virtual Status DeleteResponse(const std::string& tenant, const std::string& id) = 0;
+
   // POST /tokenize: text as the model's tokens. add_special: BOS/EOS where the model adds them;
   // parse_special: control-token texts ("<|im_start|>") become their ids.
   virtual std::vector<TokenPiece> Tokenize(std::string_view text, bool add_special,

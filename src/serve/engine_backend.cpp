@@ -242,6 +242,41 @@ Result<nlohmann::json> EngineBackend::RebuildAgent(const std::string& tenant,
   return runtime_->Rebuild({tenant, id});
 }
 
+Status EngineBackend::PutResponse(const std::string& tenant, const std::string& id,
+                                  const nlohmann::json& record) {
+  if (memory::store::AgentStore* store = runtime_->store()) {
+    return store->SaveResponse({tenant, id}, record.dump());
+  }
+  std::lock_guard<std::mutex> lock(responses_mu_);
+  responses_[tenant + "/" + id] = record;
+  return Status::Ok();
+}
+
+Result<nlohmann::json> EngineBackend::GetResponse(const std::string& tenant,
+                                                  const std::string& id) {
+  if (memory::store::AgentStore* store = runtime_->store()) {
+    KVMEM_ASSIGN_OR_RETURN(std::string text, store->LoadResponse({tenant, id}));
+    nlohmann::json record = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (!record.is_object()) return Corrupt("stored response '" + tenant + "/" + id + "'");
+    return record;
+  }
+  std::lock_guard<std::mutex> lock(responses_mu_);
+  auto it = responses_.find(tenant + "/" + id);
+  if (it == responses_.end()) return NotFound("no stored response '" + id + "'");
+  return it->second;
+}
+
+Status EngineBackend::DeleteResponse(const std::string& tenant, const std::string& id) {
+  if (memory::store::AgentStore* store = runtime_->store()) {
+    return store->DeleteResponse({tenant, id});
+  }
+  std::lock_guard<std::mutex> lock(responses_mu_);
+  if (responses_.erase(tenant + "/" + id) == 0) {
+    return NotFound("no stored response '" + id + "'");
+  }
+  return Status::Ok();
+}
+
 std::vector<TokenPiece> EngineBackend::Tokenize(std::string_view text, bool add_special,
                                                 bool parse_special) const {
   std::vector<TokenPiece> out;

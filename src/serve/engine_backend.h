@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -34,6 +35,11 @@ class EngineBackend : public Backend {
   Result<AgentInfo> GetAgent(const std::string& tenant, const std::string& id) override;
   Status DeleteAgent(const std::string& tenant, const std::string& id) override;
   Result<nlohmann::json> RebuildAgent(const std::string& tenant, const std::string& id) override;
+  // In the runtime's AgentStore (responses/ of its model directory); in RAM without a store.
+  Status PutResponse(const std::string& tenant, const std::string& id,
+                     const nlohmann::json& record) override;
+  Result<nlohmann::json> GetResponse(const std::string& tenant, const std::string& id) override;
+  Status DeleteResponse(const std::string& tenant, const std::string& id) override;
   std::vector<TokenPiece> Tokenize(std::string_view text, bool add_special,
                                    bool parse_special) const override;
   Result<std::string> Detokenize(std::span<const int32_t> ids) const override;
@@ -59,6 +65,9 @@ class EngineBackend : public Backend {
   const engine::grammar::TokenTable& token_table() const;
   mutable std::once_flag token_table_once_;
   mutable std::unique_ptr<engine::grammar::TokenTable> token_table_;
+  // The Responses records of a runtime without a store, keyed "tenant/id" (under responses_mu_).
+  std::mutex responses_mu_;
+  std::map<std::string, nlohmann::json> responses_;
   std::optional<tokenizer::ChatTemplate> template_;
   Status template_status_;
   ModelInfo model_;

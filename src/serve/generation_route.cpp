@@ -103,7 +103,7 @@ void SetDivergenceHeader(const Divergence& d, httplib::Response& res) {
 
 }  // namespace
 
-void ServeGeneration(const GenerationContext& ctx, Dialect dialect, RequestParser parse,
+void ServeGeneration(const GenerationContext& ctx, Dialect dialect, const RequestParser& parse,
                      const httplib::Request& req, std::string_view body, httplib::Response& res,
                      const std::string& tenant) {
   const Clock::time_point received = Clock::now();
@@ -116,7 +116,9 @@ void ServeGeneration(const GenerationContext& ctx, Dialect dialect, RequestParse
   }
   Result<ParsedRequest> parsed = parse(body, request_ctx);
   if (!parsed.ok()) return SendStatus(res, parsed.status(), dialect);
-  const char* prompt_field = parsed->generation.prompt ? "prompt" : "messages";
+  const char* prompt_field = !parsed->prompt_field.empty() ? parsed->prompt_field.c_str()
+                             : parsed->generation.prompt   ? "prompt"
+                                                           : "messages";
 
   ClientConnection& client = state->client;
   client = ClientConnection::Find(req.local_addr, req.local_port, req.remote_addr, req.remote_port);

@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -41,10 +42,11 @@ struct GenerationContext {
   const std::atomic<bool>* cancel_all;  // make running ones stop (OnText returns false)
 };
 
-using RequestParser = Result<ParsedRequest> (*)(std::string_view body, const RequestContext&);
+using RequestParser =
+    std::function<Result<ParsedRequest>(std::string_view body, const RequestContext&)>;
 
 // `body` is the request body, already read within the size limit.
-void ServeGeneration(const GenerationContext& ctx, Dialect dialect, RequestParser parse,
+void ServeGeneration(const GenerationContext& ctx, Dialect dialect, const RequestParser& parse,
                      const httplib::Request& req, std::string_view body, httplib::Response& res,
                      const std::string& tenant);
 

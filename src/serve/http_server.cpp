@@ -19,6 +19,7 @@
 #include "serve/generation_route.h"
 #include "serve/http_reply.h"
 #include "serve/openai_api.h"
+#include "serve/responses_api.h"
 #include "serve/tokenize_api.h"
 
 namespace kvmem::serve {
@@ -35,11 +36,12 @@ std::string EndpointLabel(std::string_view path) {
   for (std::string_view route :
        {"/v1/chat/completions", "/v1/completions", "/v1/messages", "/v1/messages/count_tokens",
         "/v1/embeddings", "/tokenize", "/detokenize", "/v1/models", "/v1/agents", "/v1/policies",
-        "/health", "/metrics"}) {
+        "/v1/responses", "/health", "/metrics"}) {
     if (path == route) return std::string(route);
   }
   if (path.starts_with("/v1/agents/")) return "/v1/agents/{id}";
   if (path.starts_with("/v1/models/")) return "/v1/models/{id}";
+  if (path.starts_with("/v1/responses/")) return "/v1/responses/{id}";
   return "other";
 }
 
@@ -103,6 +105,15 @@ class HttpServer::Handlers {
     http.Post("/v1/chat/completions", WithBody(kKey, Generation(&ParseChatCompletionRequest)));
     http.Post("/v1/completions", WithBody(kKey, Generation(&ParseCompletionRequest)));
     http.Post("/v1/messages", WithBody(kKey, Generation(&ParseMessagesRequest)));
+    http.Post("/v1/responses",
+              WithBody(kKey, [this](auto& req, auto& res, auto& tenant, auto body) {
+                ServeResponseCreate(generation_, req, body, res, tenant);
+              }));
+    const Route response_by_id = [this](auto& req, auto& res, auto& tenant, auto) {
+      ServeResponseById(*s_->backend_, req, res, tenant);
+    };
+    http.Get("/v1/responses/(.+)", NoBody(kKey, response_by_id));
+    http.Delete("/v1/responses/(.+)", WithBody(kKey, response_by_id));
     http.Get("/v1/models", NoBody(kKey, [this](auto& req, auto& res, auto&, auto) {
                const ModelInfo model = s_->backend_->model();
                SendJson(res, req.has_header("anthropic-version") ? AnthropicModelList(model)
@@ -379,6 +390,7 @@ class HttpServer::Handlers {
         {"/v1/chat/completions", false, true, false},
         {"/v1/completions", false, true, false},
         {"/v1/messages", false, true, false},
+        {"/v1/responses", false, true, false},
         {"/v1/models", true, false, false},
         {"/v1/models/(.+)", true, false, false},
         {"/v1/messages/count_tokens", false, true, false},

@@ -4,6 +4,9 @@
 //   POST   /v1/chat/completions   OpenAI chat (openai_api.h)
 //   POST   /v1/completions        OpenAI text completion
 //   POST   /v1/messages           Anthropic messages (anthropic_api.h)
+//   POST   /v1/responses          OpenAI Responses (responses_api.h): a chain of responses is
+//                                 one agent, continued by previous_response_id
+//   GET    /v1/responses/{id}     a stored response; DELETE /v1/responses/{id} forgets it
 //   GET    /v1/models[/{id}]      the loaded model (Anthropic's shape when the request has an
 //                                 anthropic-version header)
 //   POST   /v1/messages/count_tokens  Anthropic's token count of a prompt

@@ -83,6 +83,9 @@ struct ParsedRequest {
   GenerationRequest generation;
   bool stream = false;
   std::unique_ptr<ReplyFormat> reply;
+  // The body field holding the prompt, named by a context-length error; empty: "prompt" for
+  // raw prompts, else "messages".
+  std::string prompt_field = {};
 };
 
 // Server-Sent Events framing as both official clients parse it (WHATWG event-stream): a

@@ -148,7 +148,8 @@ Result<OnDiverge> ReadOnDiverge(const Json& body) {
   return FieldError("on_diverge", "must be \"fork\", \"replace\" or \"reject\"");
 }
 
-Result<std::string> ReadTextContent(const Json& content, std::string_view field) {
+Result<std::string> ReadTextContent(const Json& content, std::string_view field,
+                                    std::initializer_list<std::string_view> text_types) {
   if (content.is_string()) return content.get<std::string>();
   if (!content.is_array()) return TypeError(field, "a string or an array of text parts", content);
   std::string text;
@@ -157,7 +158,7 @@ Result<std::string> ReadTextContent(const Json& content, std::string_view field)
     const Json& part = content[i];
     if (!part.is_object()) return TypeError(part_field, "an object", part);
     KVMEM_ASSIGN_OR_RETURN(std::string type, RequiredString(part, "type", part_field + ".type"));
-    if (type != "text") {
+    if (std::find(text_types.begin(), text_types.end(), type) == text_types.end()) {
       return Status(ErrorCode::kUnsupported, "'" + part_field + ".type': content of type '" + type +
                                                  "' is not supported by kvmem (text only)");
     }

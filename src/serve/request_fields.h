@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -60,8 +61,10 @@ Result<std::optional<std::string>> ReadRetrievalQuery(const Json& body);
 Result<OnDiverge> ReadOnDiverge(const Json& body);
 
 // Message content: a string, or an array of {"type": "text", "text": "…"} parts joined with
-// "\n" (other part types, such as images or tool calls, are Unsupported).
-Result<std::string> ReadTextContent(const Json& content, std::string_view field);
+// "\n" (other part types, such as images or tool calls, are Unsupported). `text_types`: the
+// part types that hold text (the Responses API's "input_text" and "output_text").
+Result<std::string> ReadTextContent(const Json& content, std::string_view field,
+                                    std::initializer_list<std::string_view> text_types = {"text"});
 
 // The required, non-empty `messages` array, each element parsed by parse_one(element, its field
 // name "messages[i]"), appended to *out. Both dialects share this shape; their elements differ.

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include <filesystem>
+#include <fstream>
 #include <random>
 #include <set>
 #include <string>
@@ -69,6 +70,40 @@ TEST(AgentStoreTest, ListContainsDelete) {
   EXPECT_NE(st.message().find("no stored cache"), std::string::npos) << st.message();
   EXPECT_EQ(store.List()->size(), 2u);
   EXPECT_TRUE(store.Contains({"alpha", "a"}));  // others untouched
+}
+
+// The Responses API's records: keyed by tenant and id, replaced whole, kept by a reopen (Open
+// cleans agent directories, not the records' one), gone after DeleteResponse.
+TEST(AgentStoreTest, ResponseRecordsSurviveReopen) {
+  TempDir dir;
+  std::string model_dir;
+  {
+    AgentStore store = OpenStore(dir);
+    model_dir = store.model_dir();
+    ASSERT_TRUE(store.SaveResponse({"t", "resp_1"}, R"({"v":1})").ok());
+    ASSERT_TRUE(store.SaveResponse({"t", "resp_1"}, R"({"v":2})").ok());
+    ASSERT_TRUE(store.SaveResponse({"t", "resp_2"}, R"({"v":3})").ok());
+    EXPECT_EQ(store.LoadResponse({"u", "resp_1"}).status().code(), ErrorCode::kNotFound);
+    EXPECT_EQ(store.LoadResponse({"t", "bad\n"}).status().code(), ErrorCode::kNotFound);
+    EXPECT_FALSE(store.SaveResponse({"t", ""}, "{}").ok());
+    for (const auto& e : std::filesystem::directory_iterator(model_dir + "/responses")) {
+      const std::string name = e.path().filename().string();
+      EXPECT_EQ(name.find("resp_"), std::string::npos) << name;  // no client string on disk
+    }
+  }
+  // A crashed save's temp file goes; the records stay.
+  const std::string temp = model_dir + "/responses/.kvmem-tmp.x.json.123";
+  { std::ofstream(temp) << "partial"; }
+  AgentStore store = OpenStore(dir);
+  EXPECT_FALSE(std::filesystem::exists(temp));
+  Result<std::string> one = store.LoadResponse({"t", "resp_1"});
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  EXPECT_EQ(*one, R"({"v":2})");
+  EXPECT_EQ(*store.LoadResponse({"t", "resp_2"}), R"({"v":3})");
+  ASSERT_TRUE(store.DeleteResponse({"t", "resp_1"}).ok());
+  EXPECT_EQ(store.LoadResponse({"t", "resp_1"}).status().code(), ErrorCode::kNotFound);
+  EXPECT_EQ(store.DeleteResponse({"t", "resp_1"}).code(), ErrorCode::kNotFound);
+  EXPECT_TRUE(store.LoadResponse({"t", "resp_2"}).ok());
 }
 
 TEST(AgentStoreTest, OpenCleansUpAfterACrash) {

@@ -186,6 +186,28 @@ class FakeBackend : public Backend {
     return nlohmann::json(nullptr);
   }
 
+  Status PutResponse(const std::string& tenant, const std::string& id,
+                     const nlohmann::json& record) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    responses_[tenant + "/" + id] = record;
+    return Status::Ok();
+  }
+  Result<nlohmann::json> GetResponse(const std::string& tenant, const std::string& id) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = responses_.find(tenant + "/" + id);
+    if (it == responses_.end()) return NotFound("no stored response '" + id + "'");
+    return it->second;
+  }
+  Status DeleteResponse(const std::string& tenant, const std::string& id) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (responses_.erase(tenant + "/" + id) == 0) return NotFound("no stored response");
+    return Status::Ok();
+  }
+  size_t stored_responses() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return responses_.size();
+  }
+
   nlohmann::ordered_json Policies() const override {
     return memory::DescribePolicies(memory::PolicyEnv{});
   }
@@ -340,6 +362,7 @@ class FakeBackend : public Backend {
   int calls_ = 0;
   std::vector<std::string> call_agents_;
   std::map<std::string, Agent> agents_;
+  std::map<std::string, nlohmann::json> responses_;  // "tenant/id" → record
   std::optional<AgentCreateRequest> last_create_;
   std::atomic<int> active_{0};
   std::atomic<int> max_active_{0};

@@ -158,6 +158,7 @@ class AgentRuntime {
 
   RuntimeStats stats();
   int64_t n_ctx() const { return n_ctx_; }
+  store::AgentStore* store() const { return store_; }  // null: nothing persists
   const AgentRuntimeOptions& options() const { return options_; }
 
  private:

@@ -175,6 +175,7 @@ Result<AgentStore> AgentStore::Open(StoreOptions options) {
   KVMEM_ASSIGN_OR_RETURN(state->name_secret, LoadOrCreateNameSecret(state->model_dir));
 
   KVMEM_RETURN_IF_ERROR(RemoveLeftoverTemps(state->model_dir).status());
+  KVMEM_RETURN_IF_ERROR(RecoverResponses(state->model_dir));
   KVMEM_ASSIGN_OR_RETURN(std::vector<std::string> names, ListDir(state->model_dir));
   bool renamed = false;
   for (const std::string& n : names) {

@@ -8,6 +8,8 @@
 //       manifest.json                                 manifest.h: written last, atomically
 //       kv-<xxh3-128>.safetensors                     block_file.h: immutable, content-addressed
 //       ckpt-<n>.json                                 checkpoints: earlier manifests, kept
+//     responses/<keyed hash of tenant/id>.json        the server's stored Responses API
+//                                                     responses (SaveResponse), atomic
 //
 // Save writes only blocks whose bytes are not already on disk (full blocks of earlier turns are
 // reused by name; the trailing partial block gets a new name when it changes, so a manifest
@@ -150,6 +152,15 @@ class AgentStore {
 
   // True if the agent has a manifest (false for invalid keys).
   bool Contains(const AgentKey& key) const;
+
+  // Records of the server's Responses API (serve/responses_api.h), one small JSON document per
+  // (tenant, response id), opaque here: the key (validated like an agent's) is named by its
+  // keyed hash, so no client string reaches the file system. Open cleans the directory's temp
+  // files and leaves the records alone. SaveResponse replaces atomically and durably;
+  // LoadResponse and DeleteResponse: NotFound when there is none.
+  Status SaveResponse(const AgentKey& key, std::string_view json);
+  Result<std::string> LoadResponse(const AgentKey& key) const;
+  Status DeleteResponse(const AgentKey& key);
 
   const std::string& model_dir() const;
   // The agent's directory. Requires ValidateAgentKey(key).ok().

@@ -45,6 +45,10 @@ std::vector<std::string> CheckpointIds(const std::vector<std::string>& dir_names
 // True for names Save writes as block files ("kv-<32 hex>.safetensors").
 bool IsBlockFileName(std::string_view name);
 
+// Open's part for the Responses records: removes the temp files a crashed save left in
+// <model_dir>/responses (agent_store.h), if that directory exists.
+Status RecoverResponses(const std::string& model_dir);
+
 // Removes block files of dir that neither `keep` nor one of dir's checkpoints names; returns
 // how many were removed (none while a checkpoint cannot be read: its blocks are unknown).
 int RemoveUnreferencedBlocks(const std::string& dir, const std::vector<BlockEntry>& keep);
