@@ -1,6 +1,8 @@
 // A FileOps for tests that counts the store's file-system calls and fails one of them (SQLite's
 // test VFS): the Nth call, of any kind or of one kind, fails with a chosen errno; writes can
-// also be cut short (at most half the bytes asked for, the caller must loop). Header-only.
+// also be cut short (at most half the bytes asked for, the caller must loop). fsync can be made
+// a no-op: these tests stop the process, they do not cut the power, and real fsyncs made a loop
+// over a few hundred fault points take most of a minute. Header-only.
 // Not thread-safe: one test thread drives the store.
 #pragma once
 
@@ -37,6 +39,7 @@ class FaultyFs : public FileOps {
     fired_ = false;
   }
   void set_short_writes(bool on) { short_writes_ = on; }
+  void set_real_fsync(bool on) { real_fsync_ = on; }
   bool fired() const { return fired_; }
   int64_t count() const { return count_; }  // calls of the armed kind since FailNth
 
@@ -50,7 +53,10 @@ class FaultyFs : public FileOps {
     if (Fail(FsCall::kWrite)) return -1;
     return FileOps::Write(fd, buf, short_writes_ && n > 1 ? n / 2 : n);
   }
-  int Fsync(int fd) override { return Fail(FsCall::kFsync) ? -1 : FileOps::Fsync(fd); }
+  int Fsync(int fd) override {
+    if (Fail(FsCall::kFsync)) return -1;
+    return real_fsync_ ? FileOps::Fsync(fd) : 0;
+  }
   int Rename(const char* from, const char* to) override {
     return Fail(FsCall::kRename) ? -1 : FileOps::Rename(from, to);
   }
@@ -84,6 +90,7 @@ class FaultyFs : public FileOps {
   int64_t count_ = 0;
   bool fired_ = false;
   bool short_writes_ = false;
+  bool real_fsync_ = true;
 };
 
 }  // namespace kvmem::memory::store::testing

@@ -54,7 +54,7 @@ class StoreFaultTest : public ::testing::Test {
       }
       // The references are the rows as a clean save and load give them back.
       TempDir scratch;
-      AgentStore store = testing::OpenStore(scratch);
+      AgentStore store = OpenPlain(scratch);
       ASSERT_TRUE(Save(store, s).ok());
       ref_[s] = std::make_unique<kv::KvSequence>(&ref_pool_);
       AgentRecord rec;
@@ -65,6 +65,14 @@ class StoreFaultTest : public ::testing::Test {
   Status Save(AgentStore& store, int s) {
     return store.Save(kKey, *live_[s], Tokens(kSizes[s]), "conversation " + std::to_string(s))
         .status();
+  }
+
+  // Stores for setting up and checking: the real calls without fsync (see faulty_fs.h).
+  StoreFaultTest() { plain_fs_.set_real_fsync(false); }
+  AgentStore OpenPlain(const TempDir& dir) {
+    Result<AgentStore> s = Open(dir, &plain_fs_);
+    EXPECT_TRUE(s.ok()) << s.status().ToString();
+    return std::move(s).value();
   }
 
   static Result<AgentStore> Open(const TempDir& dir, FileOps* fs) {
@@ -118,6 +126,7 @@ class StoreFaultTest : public ::testing::Test {
     EXPECT_EQ(on_disk, named) << "unreferenced or missing block files";
   }
 
+  FaultyFs plain_fs_;  // never armed
   kv::KvPool pool_{Geometry(), 16, {kv::KvFormat::kQ8_0, kv::KvFormat::kQ8_0}};
   kv::KvPool ref_pool_{Geometry(), 16, pool_.formats()};
   kv::KvPool load_pool_{Geometry(), 8, pool_.formats()};
@@ -155,12 +164,13 @@ TEST_F(StoreFaultTest, EveryFaultInATurnLeavesTheStateBeforeOrAfter) {
       SCOPED_TRACE("fault at call " + std::to_string(n));
       TempDir dir;
       {  // Before: A current, A0 kept as ckpt-1.
-        AgentStore store = testing::OpenStore(dir);
+        AgentStore store = OpenPlain(dir);
         ASSERT_TRUE(Save(store, 0).ok());
         ASSERT_TRUE(store.Checkpoint(kKey).ok());
         ASSERT_TRUE(Save(store, 1).ok());
       }
       FaultyFs fs;
+      fs.set_real_fsync(false);
       fs.set_short_writes(mode.short_writes);
       int acked = 0;
       {
@@ -169,7 +179,7 @@ TEST_F(StoreFaultTest, EveryFaultInATurnLeavesTheStateBeforeOrAfter) {
         fs.FailNth(n, FsCall::kAny, mode.error);
         acked = RunTurn(*store, [&] { return Save(*store, 2); });
       }  // the process "crashes": nothing more is written
-      Result<AgentStore> store = Open(dir, &RealFileOps());
+      Result<AgentStore> store = Open(dir, &plain_fs_);
       ASSERT_TRUE(store.ok()) << store.status().ToString();
       ExpectNoDebris(*store);
       const int current = LoadsAs(*store);
@@ -219,6 +229,7 @@ TEST_F(StoreFaultTest, EveryFaultInAFirstSaveLeavesNoAgentOrAWholeOne) {
     SCOPED_TRACE("fault at call " + std::to_string(n));
     TempDir dir;
     FaultyFs fs;
+    fs.set_real_fsync(false);
     Status saved;
     {
       Result<AgentStore> store = Open(dir, &fs);
@@ -226,7 +237,7 @@ TEST_F(StoreFaultTest, EveryFaultInAFirstSaveLeavesNoAgentOrAWholeOne) {
       fs.FailNth(n);
       saved = Save(*store, 2);
     }
-    Result<AgentStore> store = Open(dir, &RealFileOps());
+    Result<AgentStore> store = Open(dir, &plain_fs_);
     ASSERT_TRUE(store.ok()) << store.status().ToString();
     ExpectNoDebris(*store);
     const int current = LoadsAs(*store);
@@ -247,7 +258,7 @@ TEST_F(StoreFaultTest, EveryFaultInAFirstSaveLeavesNoAgentOrAWholeOne) {
 TEST_F(StoreFaultTest, FaultyReadsDuringLoadGiveAnErrorAndAnEmptySequence) {
   TempDir dir;
   {
-    AgentStore store = testing::OpenStore(dir);
+    AgentStore store = OpenPlain(dir);
     ASSERT_TRUE(Save(store, 2).ok());
   }
   for (FsCall kind : {FsCall::kAny, FsCall::kRead}) {
