@@ -43,6 +43,8 @@ class StoreFaultTest : public ::testing::Test {
  protected:
   static constexpr int kSizes[] = {60, 100, 150};
 
+  StoreFaultTest() { plain_fs_.set_real_fsync(false); }
+
   void SetUp() override {
     for (int s = 0; s < 3; ++s) {
       live_[s] = std::make_unique<kv::KvSequence>(&pool_);
@@ -68,7 +70,6 @@ class StoreFaultTest : public ::testing::Test {
   }
 
   // Stores for setting up and checking: the real calls without fsync (see faulty_fs.h).
-  StoreFaultTest() { plain_fs_.set_real_fsync(false); }
   AgentStore OpenPlain(const TempDir& dir) {
     Result<AgentStore> s = Open(dir, &plain_fs_);
     EXPECT_TRUE(s.ok()) << s.status().ToString();
@@ -81,8 +82,8 @@ class StoreFaultTest : public ::testing::Test {
     return AgentStore::Open(std::move(o));
   }
 
-  // Which of the conversations `checkpoint` (or the current one) loads as: -1 when it loads as
-  // none of them, kNotFound's -2 when there is none.
+  // Which conversation (0, 1, 2) `checkpoint`, or the current one, loads as: -2 when there is
+  // none (NotFound), -1 (a test failure) when it fails to load or loads as none of them.
   int LoadsAs(AgentStore& store, std::string_view checkpoint = {}) {
     kv::KvSequence seq(&load_pool_);
     AgentRecord rec;

@@ -59,8 +59,9 @@ struct StoreOptions {
   std::string root;               // DefaultStoreRoot() unless the user chose one
   std::string model_fingerprint;  // ModelFingerprint() of the loaded GGUF
   int32_t n_vocab = 0;            // stored token ids must be below it
-  // Every file-system call of the store goes through it (file_ops.h); tests inject faults here.
-  // Not owned: it outlives the store.
+  // The store's file-system calls go through it (file_ops.h); tests inject faults here. Not
+  // routed: creating the root itself, the lock's flock, close, and lstat of sizes (whose
+  // failure reads as "no such block": Save then writes it). Not owned: it outlives the store.
   FileOps* file_ops = &RealFileOps();
 };
 

@@ -11,7 +11,8 @@
 // fails the new file is already in place but may not survive a crash; the error tells the caller
 // not to treat the write as acknowledged.
 //
-// Every system call goes through `ops` (file_ops.h), the real ones unless a test injects others.
+// Opens, reads, writes, fsyncs, renames, unlinks, mkdirs and listings go through `ops`
+// (file_ops.h), the real calls unless a test injects others; close, fstat and lstat do not.
 // Files are created 0600 and directories 0700: an agent's cache is its private conversation.
 // Thread-safe: functions over the file system; callers serialize writes to one path.
 #pragma once
