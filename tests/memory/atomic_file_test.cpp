@@ -7,7 +7,6 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
-#include <atomic>
 #include <cerrno>
 #include <filesystem>
 #include <string>
@@ -24,30 +23,40 @@ using testing::TempDir;
 
 std::vector<uint8_t> Bytes(const std::string& s) { return {s.begin(), s.end()}; }
 
-std::atomic<int> g_fsync_calls{0};
-int FailingFsync(int) {
-  ++g_fsync_calls;
-  errno = EIO;
-  return -1;
-}
-ssize_t FullDiskWrite(int, const void*, size_t) {
-  errno = ENOSPC;
-  return -1;
-}
-// One byte per call, with an EINTR between: the loop must still write everything.
-std::atomic<int> g_write_calls{0};
-ssize_t TrickleWrite(int fd, const void* buf, size_t n) {
-  if (++g_write_calls % 2 == 0) {
-    errno = EINTR;
+struct FailingFsync : FileOps {
+  int calls = 0;
+  int Fsync(int) override {
+    ++calls;
+    errno = EIO;
     return -1;
   }
-  return ::write(fd, buf, n > 0 ? 1 : 0);
-}
-ssize_t StuckWrite(int, const void*, size_t) { return 0; }
-int FailingRename(const char*, const char*) {
-  errno = EXDEV;
-  return -1;
-}
+};
+struct FullDiskWrite : FileOps {
+  ssize_t Write(int, const void*, size_t) override {
+    errno = ENOSPC;
+    return -1;
+  }
+};
+// One byte per call, with an EINTR between: the loop must still write everything.
+struct TrickleWrite : FileOps {
+  int calls = 0;
+  ssize_t Write(int fd, const void* buf, size_t n) override {
+    if (++calls % 2 == 0) {
+      errno = EINTR;
+      return -1;
+    }
+    return FileOps::Write(fd, buf, n > 0 ? 1 : 0);
+  }
+};
+struct StuckWrite : FileOps {
+  ssize_t Write(int, const void*, size_t) override { return 0; }
+};
+struct FailingRename : FileOps {
+  int Rename(const char*, const char*) override {
+    errno = EXDEV;
+    return -1;
+  }
+};
 
 TEST(AtomicFileTest, WritesAndReplaces) {
   TempDir dir;
@@ -70,41 +79,39 @@ TEST(AtomicFileTest, WritesAndReplaces) {
 
 TEST(AtomicFileTest, ShortWritesAndEintrAreRetried) {
   TempDir dir;
-  FileOps ops;
-  ops.write = TrickleWrite;
+  TrickleWrite ops;
   const std::string text(300, 'x');
   ASSERT_TRUE(WriteFileAtomic(dir.path(), "f", Bytes(text), ops).ok());
   EXPECT_EQ(ReadAll(dir / "f"), Bytes(text));
 }
 
 TEST(AtomicFileTest, FailuresKeepThePreviousVersion) {
+  FailingFsync failing_fsync;
+  FullDiskWrite full_disk;
+  StuckWrite stuck;
+  FailingRename failing_rename;
   struct Case {
     const char* what;
-    FileOps ops;
-    const char* needle;
+    FileOps* ops = nullptr;
+    const char* needle = "";
   };
-  std::vector<Case> cases(4);
-  cases[0] = {"fsync EIO", {}, "fsync"};
-  cases[0].ops.fsync = FailingFsync;
-  cases[1] = {"ENOSPC", {}, "write"};
-  cases[1].ops.write = FullDiskWrite;
-  cases[2] = {"no progress", {}, "no progress"};
-  cases[2].ops.write = StuckWrite;
-  cases[3] = {"rename", {}, "rename"};
-  cases[3].ops.rename = FailingRename;
+  const Case cases[] = {{"fsync EIO", &failing_fsync, "fsync"},
+                        {"ENOSPC", &full_disk, "write"},
+                        {"no progress", &stuck, "no progress"},
+                        {"rename", &failing_rename, "rename"}};
   for (const Case& c : cases) {
     SCOPED_TRACE(c.what);
     TempDir dir;
     ASSERT_TRUE(WriteFileAtomic(dir.path(), "m.json", Bytes("old")).ok());
-    g_fsync_calls = 0;
-    Status st = WriteFileAtomic(dir.path(), "m.json", Bytes("new content"), c.ops);
+    failing_fsync.calls = 0;
+    Status st = WriteFileAtomic(dir.path(), "m.json", Bytes("new content"), *c.ops);
     EXPECT_EQ(st.code(), ErrorCode::kIo);
     EXPECT_NE(st.message().find(c.needle), std::string::npos) << st.message();
     EXPECT_NE(st.message().find("previous version kept"), std::string::npos) << st.message();
     EXPECT_EQ(ReadAll(dir / "m.json"), Bytes("old"));
     EXPECT_EQ(ListNames(dir.path()), std::vector<std::string>{"m.json"}) << "temp file left";
-    if (c.ops.fsync == FailingFsync) {
-      EXPECT_EQ(g_fsync_calls.load(), 1) << "fsync retried";
+    if (c.ops == &failing_fsync) {
+      EXPECT_EQ(failing_fsync.calls, 1) << "fsync retried";
     }
   }
 }

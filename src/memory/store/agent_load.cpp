@@ -100,7 +100,8 @@ Status AgentStore::Load(const AgentKey& key, kv::KvSequence* seq, AgentRecord* o
   std::lock_guard<std::mutex> agent_lock(*agent_mu);
 
   Result<AgentManifest> m =
-      ReadManifest(dir, checkpoint.empty() ? std::string(kManifestName) : CheckpointFile(checkpoint));
+      ReadManifest(state_->fs(), dir,
+                   checkpoint.empty() ? std::string(kManifestName) : CheckpointFile(checkpoint));
   if (!m.ok()) {
     if (m.status().code() == ErrorCode::kNotFound) {
       return NotFound(where + ": no stored cache");
@@ -120,7 +121,7 @@ Status AgentStore::Load(const AgentKey& key, kv::KvSequence* seq, AgentRecord* o
     const BlockIdentity id{
         m->model_fingerprint,
         std::span<const int32_t>(m->tokens).subspan(i * block_rows, entry.n_rows), std::nullopt};
-    Status st = ReadFileNoFollow(dir, entry.file, entry.bytes, &file);
+    Status st = ReadFileNoFollow(dir, entry.file, entry.bytes, &file, state_->fs());
     // A block the manifest names is part of the cache: its absence is damage, not "no cache".
     if (st.code() == ErrorCode::kNotFound) st = Corrupt("block file missing: " + st.message());
     Result<DecodedBlock> d =

@@ -34,30 +34,30 @@ int64_t NowUnixMs() {
 // Makes an agent directory whole again after a crash: temp files and blocks no manifest names
 // go; a directory without a manifest (a first save or a Delete cut short) goes entirely. Returns the
 // key its manifest names, if it has a readable one.
-Result<std::optional<AgentKey>> Recover(const std::string& dir) {
-  KVMEM_RETURN_IF_ERROR(RemoveLeftoverTemps(dir).status());
-  Result<AgentManifest> m = ReadManifest(dir);
+Result<std::optional<AgentKey>> Recover(FileOps& fs, const std::string& dir) {
+  KVMEM_RETURN_IF_ERROR(RemoveLeftoverTemps(dir, fs).status());
+  Result<AgentManifest> m = ReadManifest(fs, dir);
   if (m.ok()) {
-    RemoveUnreferencedBlocks(dir, m->blocks);
+    RemoveUnreferencedBlocks(fs, dir, m->blocks);
     return std::optional<AgentKey>(std::move(m->key));
   }
   if (m.status().code() != ErrorCode::kNotFound) return std::optional<AgentKey>();  // kept
-  KVMEM_ASSIGN_OR_RETURN(std::vector<std::string> names, ListDir(dir));
+  KVMEM_ASSIGN_OR_RETURN(std::vector<std::string> names, ListDir(dir, fs));
   for (const std::string& n : names) {
-    if (IsBlockFileName(n)) ::unlink((dir + "/" + n).c_str());
+    if (IsBlockFileName(n)) fs.Unlink((dir + "/" + n).c_str());
   }
   for (const std::string& id : CheckpointIds(names)) {  // a Delete the crash interrupted
-    ::unlink((dir + "/" + CheckpointFile(id)).c_str());
+    fs.Unlink((dir + "/" + CheckpointFile(id)).c_str());
   }
-  ::rmdir(dir.c_str());  // fails harmlessly if something else lives there
+  fs.Rmdir(dir.c_str());  // fails harmlessly if something else lives there
   return std::optional<AgentKey>();
 }
 
 // The store's secret for agent directory names (agent_id.h), created on first use. Called with
 // the model directory's lock held, so two processes never create it at once.
-Result<NameSecret> LoadOrCreateNameSecret(const std::string& model_dir) {
+Result<NameSecret> LoadOrCreateNameSecret(FileOps& fs, const std::string& model_dir) {
   std::vector<uint8_t> bytes;
-  Status read = ReadFileNoFollow(model_dir, kNameSecretFile, kNameSecretBytes, &bytes);
+  Status read = ReadFileNoFollow(model_dir, kNameSecretFile, kNameSecretBytes, &bytes, fs);
   NameSecret secret{};
   if (read.ok()) {
     if (bytes.size() != secret.size()) {
@@ -72,7 +72,7 @@ Result<NameSecret> LoadOrCreateNameSecret(const std::string& model_dir) {
   if (::getrandom(secret.data(), secret.size(), 0) != static_cast<ssize_t>(secret.size())) {
     return IoError(std::string("getrandom: ") + std::strerror(errno));
   }
-  KVMEM_RETURN_IF_ERROR(WriteFileAtomic(model_dir, kNameSecretFile, secret));
+  KVMEM_RETURN_IF_ERROR(WriteFileAtomic(model_dir, kNameSecretFile, secret, fs));
   return secret;
 }
 
@@ -86,9 +86,9 @@ uint64_t FileSize(const std::string& path) {
 
 std::string AgentLabel(const AgentKey& key) { return "'" + key.tenant + "/" + key.id + "'"; }
 
-Result<AgentManifest> ReadManifest(const std::string& dir, std::string_view file) {
+Result<AgentManifest> ReadManifest(FileOps& fs, const std::string& dir, std::string_view file) {
   std::vector<uint8_t> bytes;
-  KVMEM_RETURN_IF_ERROR(ReadFileNoFollow(dir, file, kMaxManifestBytes, &bytes));
+  KVMEM_RETURN_IF_ERROR(ReadFileNoFollow(dir, file, kMaxManifestBytes, &bytes, fs));
   Result<AgentManifest> m =
       ParseManifest({reinterpret_cast<const char*>(bytes.data()), bytes.size()});
   if (!m.ok()) return m.status().WithContext("manifest '" + dir + "/" + std::string(file) + "'");
@@ -101,19 +101,20 @@ bool IsBlockFileName(std::string_view name) {
          name.ends_with(kSuf) && IsXxh128Hex(name.substr(kPre.size(), kXxh128HexLen));
 }
 
-int RemoveUnreferencedBlocks(const std::string& dir, const std::vector<BlockEntry>& keep) {
-  Result<std::vector<std::string>> names = ListDir(dir);
+int RemoveUnreferencedBlocks(FileOps& fs, const std::string& dir,
+                             const std::vector<BlockEntry>& keep) {
+  Result<std::vector<std::string>> names = ListDir(dir, fs);
   if (!names.ok()) return 0;
   std::set<std::string> kept;
   for (const BlockEntry& b : keep) kept.insert(b.file);
   for (const std::string& id : CheckpointIds(*names)) {
-    Result<AgentManifest> c = ReadManifest(dir, CheckpointFile(id));
+    Result<AgentManifest> c = ReadManifest(fs, dir, CheckpointFile(id));
     if (!c.ok()) return 0;
     for (const BlockEntry& b : c->blocks) kept.insert(b.file);
   }
   int removed = 0;
   for (const std::string& n : *names) {
-    if (IsBlockFileName(n) && !kept.count(n) && ::unlink((dir + "/" + n).c_str()) == 0) ++removed;
+    if (IsBlockFileName(n) && !kept.count(n) && fs.Unlink((dir + "/" + n).c_str()) == 0) ++removed;
   }
   return removed;
 }
@@ -158,11 +159,13 @@ Result<AgentStore> AgentStore::Open(StoreOptions options) {
   std::filesystem::create_directories(options.root, ec);
   if (ec) return IoError("create store root '" + options.root + "': " + ec.message());
 
+  if (options.file_ops == nullptr) return InvalidArgument("store file_ops is null");
+  FileOps& fs = *options.file_ops;
   auto state = std::make_unique<State>();
   state->model_dir = options.root + "/" + options.model_fingerprint.substr(0, kModelDirHexLen);
-  KVMEM_RETURN_IF_ERROR(MakeDir(state->model_dir));
+  KVMEM_RETURN_IF_ERROR(MakeDir(state->model_dir, fs));
   const std::string lock = state->model_dir + "/.lock";
-  state->lock_fd = ::open(lock.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  state->lock_fd = fs.Open(lock.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (state->lock_fd < 0) return IoError("open '" + lock + "': " + std::strerror(errno));
   if (::flock(state->lock_fd, LOCK_EX | LOCK_NB) != 0) {
     if (errno == EWOULDBLOCK) {
@@ -172,15 +175,15 @@ Result<AgentStore> AgentStore::Open(StoreOptions options) {
   }
   state->options = std::move(options);
 
-  KVMEM_ASSIGN_OR_RETURN(state->name_secret, LoadOrCreateNameSecret(state->model_dir));
+  KVMEM_ASSIGN_OR_RETURN(state->name_secret, LoadOrCreateNameSecret(fs, state->model_dir));
 
-  KVMEM_RETURN_IF_ERROR(RemoveLeftoverTemps(state->model_dir).status());
+  KVMEM_RETURN_IF_ERROR(RemoveLeftoverTemps(state->model_dir, fs).status());
   KVMEM_RETURN_IF_ERROR(RecoverResponses(state->model_dir));
-  KVMEM_ASSIGN_OR_RETURN(std::vector<std::string> names, ListDir(state->model_dir));
+  KVMEM_ASSIGN_OR_RETURN(std::vector<std::string> names, ListDir(state->model_dir, fs));
   bool renamed = false;
   for (const std::string& n : names) {
     if (!IsXxh128Hex(n)) continue;
-    KVMEM_ASSIGN_OR_RETURN(std::optional<AgentKey> key, Recover(state->AgentDir(n)));
+    KVMEM_ASSIGN_OR_RETURN(std::optional<AgentKey> key, Recover(fs, state->AgentDir(n)));
     // A directory not under its keyed name was written before names were keyed
     // (LegacyAgentDirName) or under a secret since lost; its manifest says whose it is, so it
     // moves to the name Load will look for. A name already taken is left alone: List then
@@ -188,14 +191,14 @@ Result<AgentStore> AgentStore::Open(StoreOptions options) {
     if (!key || !ValidateAgentKey(*key).ok()) continue;
     const std::string want = state->DirName(*key);
     if (want == n) continue;
-    if (::rename(state->AgentDir(n).c_str(), state->AgentDir(want).c_str()) == 0) {
+    if (fs.Rename(state->AgentDir(n).c_str(), state->AgentDir(want).c_str()) == 0) {
       renamed = true;
     } else if (errno != EEXIST && errno != ENOTEMPTY) {
       return IoError("rename '" + state->AgentDir(n) + "' to '" + want + "': " +
                      std::strerror(errno));
     }
   }
-  if (renamed) KVMEM_RETURN_IF_ERROR(SyncDir(state->model_dir));
+  if (renamed) KVMEM_RETURN_IF_ERROR(SyncDir(state->model_dir, fs));
   return AgentStore(std::move(state));
 }
 
@@ -231,7 +234,7 @@ Result<SaveStats> AgentStore::Save(const AgentKey& key, const kv::KvSequence& se
   const std::string dir = state_->AgentDir(dir_name);
   std::shared_ptr<std::mutex> agent_mu = state_->AgentLock(dir_name);
   std::lock_guard<std::mutex> agent_lock(*agent_mu);
-  KVMEM_RETURN_IF_ERROR(MakeDir(dir).WithContext(where));
+  KVMEM_RETURN_IF_ERROR(MakeDir(dir, state_->fs()).WithContext(where));
 
   AgentManifest m;
   m.key = key;
@@ -257,7 +260,8 @@ Result<SaveStats> AgentStore::Save(const AgentKey& key, const kv::KvSequence& se
     if (FileSize(dir + "/" + name) == e->bytes()) {
       ++stats.blocks_reused;
     } else {
-      KVMEM_RETURN_IF_ERROR(WriteFileAtomic(dir, name, e->pieces()).WithContext(where));
+      KVMEM_RETURN_IF_ERROR(
+          WriteFileAtomic(dir, name, e->pieces(), state_->fs()).WithContext(where));
       ++stats.blocks_written;
       stats.bytes_written += e->bytes();
     }
@@ -266,11 +270,11 @@ Result<SaveStats> AgentStore::Save(const AgentKey& key, const kv::KvSequence& se
   const std::string json = ManifestToJson(m);
   KVMEM_RETURN_IF_ERROR(
       WriteFileAtomic(dir, kManifestName,
-                      {reinterpret_cast<const uint8_t*>(json.data()), json.size()})
+                      {reinterpret_cast<const uint8_t*>(json.data()), json.size()}, state_->fs())
           .WithContext(where));
   stats.bytes_written += json.size();
   // Only now, with the new manifest durable, are the old turn's blocks garbage.
-  stats.files_removed = RemoveUnreferencedBlocks(dir, m.blocks);
+  stats.files_removed = RemoveUnreferencedBlocks(state_->fs(), dir, m.blocks);
   return stats;
 }
 
@@ -279,18 +283,18 @@ Result<MemoryRecord> AgentStore::ReadMemory(const AgentKey& key) const {
   const std::string dir_name = state_->DirName(key);
   std::shared_ptr<std::mutex> agent_mu = state_->AgentLock(dir_name);
   std::lock_guard<std::mutex> agent_lock(*agent_mu);
-  KVMEM_ASSIGN_OR_RETURN(AgentManifest m, ReadManifest(state_->AgentDir(dir_name)));
+  KVMEM_ASSIGN_OR_RETURN(AgentManifest m, ReadManifest(state_->fs(), state_->AgentDir(dir_name)));
   return std::move(m.memory);
 }
 
 Result<std::vector<AgentInfo>> AgentStore::List() const {
-  KVMEM_ASSIGN_OR_RETURN(std::vector<std::string> names, ListDir(state_->model_dir));
+  KVMEM_ASSIGN_OR_RETURN(std::vector<std::string> names, ListDir(state_->model_dir, state_->fs()));
   std::vector<AgentInfo> out;
   for (const std::string& n : names) {
     if (!IsXxh128Hex(n)) continue;
     const std::string dir = state_->AgentDir(n);
     AgentInfo info;
-    Result<AgentManifest> m = ReadManifest(dir);
+    Result<AgentManifest> m = ReadManifest(state_->fs(), dir);
     if (m.ok() && state_->DirName(m->key) != n) {
       m = Corrupt("manifest in '" + dir + "' names agent " + AgentLabel(m->key) +
                   ", whose directory is another");
@@ -306,7 +310,7 @@ Result<std::vector<AgentInfo>> AgentStore::List() const {
       info.memory = std::move(m->memory);
       info.memory.state = Json::object();
     }
-    Result<std::vector<std::string>> files = ListDir(dir);
+    Result<std::vector<std::string>> files = ListDir(dir, state_->fs());
     if (files.ok()) {
       for (const std::string& f : *files) info.bytes_on_disk += FileSize(dir + "/" + f);
     }
@@ -326,19 +330,20 @@ Status AgentStore::Delete(const AgentKey& key) {
   std::shared_ptr<std::mutex> agent_mu = state_->AgentLock(dir_name);
   std::lock_guard<std::mutex> agent_lock(*agent_mu);
   const std::string manifest = dir + "/" + std::string(kManifestName);
-  if (::unlink(manifest.c_str()) != 0) {
+  FileOps& fs = state_->fs();
+  if (fs.Unlink(manifest.c_str()) != 0) {
     if (errno == ENOENT || errno == ENOTDIR)
       return NotFound("agent " + AgentLabel(key) + " has no stored cache");
     return IoError("delete '" + manifest + "': " + std::strerror(errno));
   }
-  KVMEM_RETURN_IF_ERROR(SyncDir(dir));
-  KVMEM_ASSIGN_OR_RETURN(std::vector<std::string> names, ListDir(dir));
+  KVMEM_RETURN_IF_ERROR(SyncDir(dir, fs));
+  KVMEM_ASSIGN_OR_RETURN(std::vector<std::string> names, ListDir(dir, fs));
   for (const std::string& n : names) {
     const std::string p = dir + "/" + n;
-    if (::unlink(p.c_str()) != 0) return IoError("delete '" + p + "': " + std::strerror(errno));
+    if (fs.Unlink(p.c_str()) != 0) return IoError("delete '" + p + "': " + std::strerror(errno));
   }
-  if (::rmdir(dir.c_str()) != 0) return IoError("remove '" + dir + "': " + std::strerror(errno));
-  return SyncDir(state_->model_dir);
+  if (fs.Rmdir(dir.c_str()) != 0) return IoError("remove '" + dir + "': " + std::strerror(errno));
+  return SyncDir(state_->model_dir, fs);
 }
 
 bool AgentStore::Contains(const AgentKey& key) const {

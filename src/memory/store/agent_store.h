@@ -52,6 +52,7 @@
 #include "kv/kv_format.h"
 #include "kv/kv_sequence.h"
 #include "memory/store/agent_id.h"
+#include "memory/store/file_ops.h"
 #include "memory/store/manifest.h"
 
 namespace kvmem::memory::store {
@@ -60,6 +61,10 @@ struct StoreOptions {
   std::string root;               // DefaultStoreRoot() unless the user chose one
   std::string model_fingerprint;  // ModelFingerprint() of the loaded GGUF
   int32_t n_vocab = 0;            // stored token ids must be below it
+  // The store's file-system calls go through it (file_ops.h); tests inject faults here. Not
+  // routed: creating the root itself, the lock's flock, close, and lstat of sizes (whose
+  // failure reads as "no such block": Save then writes it). Not owned: it outlives the store.
+  FileOps* file_ops = &RealFileOps();
 };
 
 // $XDG_DATA_HOME/kvmem when XDG_DATA_HOME is an absolute path, else $HOME/.local/share/kvmem.

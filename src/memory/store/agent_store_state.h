@@ -30,13 +30,15 @@ struct AgentStore::State {
   std::shared_ptr<std::mutex> AgentLock(const std::string& dir_name);
   std::string AgentDir(const std::string& dir_name) const { return model_dir + "/" + dir_name; }
   std::string DirName(const AgentKey& key) const { return AgentDirName(key, name_secret); }
+  FileOps& fs() const { return *options.file_ops; }
 };
 
 // "tenant/id" for messages.
 std::string AgentLabel(const AgentKey& key);
 
 // Reads and parses dir's manifest, or the checkpoint `file` (NotFound if there is none).
-Result<AgentManifest> ReadManifest(const std::string& dir, std::string_view file = kManifestName);
+Result<AgentManifest> ReadManifest(FileOps& fs, const std::string& dir,
+                                   std::string_view file = kManifestName);
 
 // "ckpt-<n>.json" of a checkpoint id, and the checkpoint files of dir by increasing n.
 std::string CheckpointFile(std::string_view id);
@@ -51,6 +53,7 @@ Status RecoverResponses(const std::string& model_dir);
 
 // Removes block files of dir that neither `keep` nor one of dir's checkpoints names; returns
 // how many were removed (none while a checkpoint cannot be read: its blocks are unknown).
-int RemoveUnreferencedBlocks(const std::string& dir, const std::vector<BlockEntry>& keep);
+int RemoveUnreferencedBlocks(FileOps& fs, const std::string& dir,
+                             const std::vector<BlockEntry>& keep);
 
 }  // namespace kvmem::memory::store

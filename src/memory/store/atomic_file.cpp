@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -48,11 +49,10 @@ class Fd {
   int fd_;
 };
 
-Status WriteAll(int fd, std::span<const uint8_t> bytes, const FileOps& ops,
-                const std::string& path) {
+Status WriteAll(int fd, std::span<const uint8_t> bytes, FileOps& ops, const std::string& path) {
   size_t done = 0;
   while (done < bytes.size()) {
-    const ssize_t n = ops.write(fd, bytes.data() + done, bytes.size() - done);
+    const ssize_t n = ops.Write(fd, bytes.data() + done, bytes.size() - done);
     if (n < 0) {
       if (errno == EINTR) continue;
       return IoError("write '" + path + "': " + Errno(errno));
@@ -64,11 +64,11 @@ Status WriteAll(int fd, std::span<const uint8_t> bytes, const FileOps& ops,
 }
 
 // Writes and syncs the temp file; the caller removes it on failure.
-Status FillTemp(int raw_fd, std::span<const std::span<const uint8_t>> pieces, const FileOps& ops,
+Status FillTemp(int raw_fd, std::span<const std::span<const uint8_t>> pieces, FileOps& ops,
                 const std::string& tmp) {
   Fd fd(raw_fd);
   for (std::span<const uint8_t> p : pieces) KVMEM_RETURN_IF_ERROR(WriteAll(fd.get(), p, ops, tmp));
-  if (ops.fsync(fd.get()) != 0) return IoError("fsync '" + tmp + "': " + Errno(errno));
+  if (ops.Fsync(fd.get()) != 0) return IoError("fsync '" + tmp + "': " + Errno(errno));
   if (::close(fd.release()) != 0) return IoError("close '" + tmp + "': " + Errno(errno));
   return Status::Ok();
 }
@@ -87,14 +87,14 @@ Status CheckFileName(std::string_view name) {
 }
 
 Status WriteFileAtomic(const std::string& dir, std::string_view name,
-                       std::span<const std::span<const uint8_t>> pieces, const FileOps& ops) {
+                       std::span<const std::span<const uint8_t>> pieces, FileOps& ops) {
   KVMEM_RETURN_IF_ERROR(CheckFileName(name));
   const std::string target = Join(dir, name);
   std::string tmp;
   int fd = -1;
   for (int attempt = 0; attempt < 16 && fd < 0; ++attempt) {
     tmp = Join(dir, std::string(kTempPrefix) + std::string(name) + "." + RandomSuffix());
-    fd = ::open(tmp.c_str(), O_CREAT | O_EXCL | O_NOFOLLOW | O_WRONLY | O_CLOEXEC, 0600);
+    fd = ops.Open(tmp.c_str(), O_CREAT | O_EXCL | O_NOFOLLOW | O_WRONLY | O_CLOEXEC, 0600);
     if (fd < 0 && errno != EEXIST && errno != EINTR) {
       return IoError("create temp file for '" + target + "': " + Errno(errno));
     }
@@ -102,42 +102,42 @@ Status WriteFileAtomic(const std::string& dir, std::string_view name,
   if (fd < 0) return IoError("create temp file for '" + target + "': names keep colliding");
 
   Status st = FillTemp(fd, pieces, ops, tmp);
-  if (st.ok() && ops.rename(tmp.c_str(), target.c_str()) != 0) {
+  if (st.ok() && ops.Rename(tmp.c_str(), target.c_str()) != 0) {
     st = IoError("rename '" + tmp + "' to '" + target + "': " + Errno(errno));
   }
   if (!st.ok()) {
-    ::unlink(tmp.c_str());
+    ops.Unlink(tmp.c_str());
     return st.WithContext("writing '" + target + "' (previous version kept)");
   }
-  return SyncDir(dir).WithContext("writing '" + target + "' (renamed but not known durable)");
+  return SyncDir(dir, ops).WithContext("writing '" + target + "' (renamed but not known durable)");
 }
 
 Status WriteFileAtomic(const std::string& dir, std::string_view name,
-                       std::span<const uint8_t> bytes, const FileOps& ops) {
+                       std::span<const uint8_t> bytes, FileOps& ops) {
   const std::span<const uint8_t> pieces[] = {bytes};
   return WriteFileAtomic(dir, name, pieces, ops);
 }
 
-Result<int> RemoveLeftoverTemps(const std::string& dir) {
-  KVMEM_ASSIGN_OR_RETURN(std::vector<std::string> names, ListDir(dir));
+Result<int> RemoveLeftoverTemps(const std::string& dir, FileOps& ops) {
+  KVMEM_ASSIGN_OR_RETURN(std::vector<std::string> names, ListDir(dir, ops));
   int removed = 0;
   for (const std::string& n : names) {
     if (n.compare(0, kTempPrefix.size(), kTempPrefix) != 0) continue;
     const std::string p = Join(dir, n);
-    if (::unlink(p.c_str()) != 0 && errno != ENOENT) {
+    if (ops.Unlink(p.c_str()) != 0 && errno != ENOENT) {
       return IoError("remove leftover temp file '" + p + "': " + Errno(errno));
     }
     ++removed;
   }
-  if (removed > 0) KVMEM_RETURN_IF_ERROR(SyncDir(dir));
+  if (removed > 0) KVMEM_RETURN_IF_ERROR(SyncDir(dir, ops));
   return removed;
 }
 
 Status ReadFileNoFollow(const std::string& dir, std::string_view name, uint64_t max_bytes,
-                        std::vector<uint8_t>* out) {
+                        std::vector<uint8_t>* out, FileOps& ops) {
   KVMEM_RETURN_IF_ERROR(CheckFileName(name));
   const std::string path = Join(dir, name);
-  Fd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  Fd fd(ops.Open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0));
   if (fd.get() < 0) {
     const int e = errno;
     if (e == ENOENT) return NotFound("'" + path + "' does not exist");
@@ -155,7 +155,7 @@ Status ReadFileNoFollow(const std::string& dir, std::string_view name, uint64_t 
   out->resize(size);
   size_t done = 0;
   while (done < size) {
-    const ssize_t n = ::read(fd.get(), out->data() + done, size - done);
+    const ssize_t n = ops.Read(fd.get(), out->data() + done, size - done);
     if (n < 0) {
       if (errno == EINTR) continue;
       return IoError("read '" + path + "': " + Errno(errno));
@@ -166,15 +166,15 @@ Status ReadFileNoFollow(const std::string& dir, std::string_view name, uint64_t 
   return Status::Ok();
 }
 
-Status SyncDir(const std::string& dir) {
-  Fd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+Status SyncDir(const std::string& dir, FileOps& ops) {
+  Fd fd(ops.Open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0));
   if (fd.get() < 0) return IoError("open directory '" + dir + "': " + Errno(errno));
-  if (::fsync(fd.get()) != 0) return IoError("fsync directory '" + dir + "': " + Errno(errno));
+  if (ops.Fsync(fd.get()) != 0) return IoError("fsync directory '" + dir + "': " + Errno(errno));
   return Status::Ok();
 }
 
-Status MakeDir(const std::string& dir) {
-  if (::mkdir(dir.c_str(), 0700) == 0) return Status::Ok();
+Status MakeDir(const std::string& dir, FileOps& ops) {
+  if (ops.Mkdir(dir.c_str(), 0700) == 0) return Status::Ok();
   if (errno != EEXIST) return IoError("create directory '" + dir + "': " + Errno(errno));
   struct stat st {};
   if (::lstat(dir.c_str(), &st) != 0) return IoError("stat '" + dir + "': " + Errno(errno));
@@ -184,8 +184,8 @@ Status MakeDir(const std::string& dir) {
   return Status::Ok();
 }
 
-Result<std::vector<std::string>> ListDir(const std::string& dir) {
-  DIR* d = ::opendir(dir.c_str());
+Result<std::vector<std::string>> ListDir(const std::string& dir, FileOps& ops) {
+  DIR* d = ops.OpenDir(dir.c_str());
   if (d == nullptr) {
     const int e = errno;
     if (e == ENOENT) return NotFound("directory '" + dir + "' does not exist");
@@ -193,7 +193,7 @@ Result<std::vector<std::string>> ListDir(const std::string& dir) {
   }
   std::vector<std::string> names;
   errno = 0;
-  while (const dirent* ent = ::readdir(d)) {
+  while (const dirent* ent = ops.ReadDir(d)) {
     const std::string_view n = ent->d_name;
     if (n != "." && n != "..") names.emplace_back(n);
   }

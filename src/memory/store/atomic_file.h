@@ -11,12 +11,11 @@
 // fails the new file is already in place but may not survive a crash; the error tells the caller
 // not to treat the write as acknowledged.
 //
+// Opens, reads, writes, fsyncs, renames, unlinks, mkdirs and listings go through `ops`
+// (file_ops.h), the real calls unless a test injects others; close, fstat and lstat do not.
 // Files are created 0600 and directories 0700: an agent's cache is its private conversation.
 // Thread-safe: functions over the file system; callers serialize writes to one path.
 #pragma once
-
-#include <sys/types.h>
-#include <unistd.h>
 
 #include <cstdint>
 #include <span>
@@ -25,6 +24,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "memory/store/file_ops.h"
 
 namespace kvmem::memory::store {
 
@@ -32,40 +32,33 @@ namespace kvmem::memory::store {
 // (RemoveLeftoverTemps) and hidden from listings of block and manifest files.
 inline constexpr std::string_view kTempPrefix = ".kvmem-tmp.";
 
-// The system calls a write goes through, replaceable by tests to inject failures (EIO from
-// fsync, short writes, ENOSPC, a failing rename).
-struct FileOps {
-  ssize_t (*write)(int fd, const void* buf, size_t n) = ::write;
-  int (*fsync)(int fd) = ::fsync;
-  int (*rename)(const char* from, const char* to) = ::rename;
-};
-
 // A plain file name: non-empty, no '/', no NUL, not "." or "..", not a temp name.
 Status CheckFileName(std::string_view name);
 
 // Replaces dir/name with the concatenation of `pieces`, atomically and durably (see above).
 Status WriteFileAtomic(const std::string& dir, std::string_view name,
-                       std::span<const std::span<const uint8_t>> pieces, const FileOps& ops = {});
+                       std::span<const std::span<const uint8_t>> pieces,
+                       FileOps& ops = RealFileOps());
 Status WriteFileAtomic(const std::string& dir, std::string_view name,
-                       std::span<const uint8_t> bytes, const FileOps& ops = {});
+                       std::span<const uint8_t> bytes, FileOps& ops = RealFileOps());
 
 // Removes the temp files a crashed writer left in dir; returns how many. Only safe while no
 // other writer is using dir (the agent store holds its lock).
-Result<int> RemoveLeftoverTemps(const std::string& dir);
+Result<int> RemoveLeftoverTemps(const std::string& dir, FileOps& ops = RealFileOps());
 
 // Reads dir/name whole into *out (resized), refusing symlinks (O_NOFOLLOW), non-regular files
 // and files larger than max_bytes. NotFound if it does not exist. Reading into memory rather
 // than mapping keeps a file truncated under us from faulting (SIGBUS) the process.
 Status ReadFileNoFollow(const std::string& dir, std::string_view name, uint64_t max_bytes,
-                        std::vector<uint8_t>* out);
+                        std::vector<uint8_t>* out, FileOps& ops = RealFileOps());
 
 // fsync of a directory, making renames and unlinks in it durable.
-Status SyncDir(const std::string& dir);
+Status SyncDir(const std::string& dir, FileOps& ops = RealFileOps());
 
 // Creates dir (mode 0700) if missing; an existing symlink or non-directory there is an error.
-Status MakeDir(const std::string& dir);
+Status MakeDir(const std::string& dir, FileOps& ops = RealFileOps());
 
 // Names of the entries of dir except "." and "..", unsorted.
-Result<std::vector<std::string>> ListDir(const std::string& dir);
+Result<std::vector<std::string>> ListDir(const std::string& dir, FileOps& ops = RealFileOps());
 
 }  // namespace kvmem::memory::store

@@ -59,18 +59,19 @@ Result<CheckpointInfo> AgentStore::Checkpoint(const AgentKey& key) {
   std::shared_ptr<std::mutex> agent_mu = state_->AgentLock(dir_name);
   std::lock_guard<std::mutex> agent_lock(*agent_mu);
   std::vector<uint8_t> bytes;
-  Status read = ReadFileNoFollow(dir, kManifestName, kMaxManifestBytes, &bytes);
+  Status read = ReadFileNoFollow(dir, kManifestName, kMaxManifestBytes, &bytes, state_->fs());
   if (read.code() == ErrorCode::kNotFound) return NotFound(where + ": no stored cache");
   KVMEM_RETURN_IF_ERROR(read.WithContext(where));
   KVMEM_ASSIGN_OR_RETURN(
       AgentManifest m,
       ParseManifest({reinterpret_cast<const char*>(bytes.data()), bytes.size()}));
-  KVMEM_ASSIGN_OR_RETURN(std::vector<std::string> names, ListDir(dir));
+  KVMEM_ASSIGN_OR_RETURN(std::vector<std::string> names, ListDir(dir, state_->fs()));
   const std::vector<std::string> ids = CheckpointIds(names);
   CheckpointInfo info;
   info.id = std::string(kCheckpointPrefix) +
             std::to_string(ids.empty() ? 1 : CheckpointNumber(ids.back()) + 1);
-  KVMEM_RETURN_IF_ERROR(WriteFileAtomic(dir, CheckpointFile(info.id), bytes).WithContext(where));
+  KVMEM_RETURN_IF_ERROR(
+      WriteFileAtomic(dir, CheckpointFile(info.id), bytes, state_->fs()).WithContext(where));
   info.n_tokens = static_cast<int64_t>(m.tokens.size());
   info.last_use_unix_ms = m.last_use_unix_ms;
   info.bytes_on_disk = bytes.size();
@@ -84,7 +85,7 @@ Result<int> AgentStore::TrimCheckpoints(const AgentKey& key, int max_keep, std::
   const std::string dir = state_->AgentDir(dir_name);
   std::shared_ptr<std::mutex> agent_mu = state_->AgentLock(dir_name);
   std::lock_guard<std::mutex> agent_lock(*agent_mu);
-  Result<std::vector<std::string>> names = ListDir(dir);
+  Result<std::vector<std::string>> names = ListDir(dir, state_->fs());
   if (!names.ok()) {
     if (names.status().code() == ErrorCode::kNotFound) return 0;
     return names.status();
@@ -96,13 +97,13 @@ Result<int> AgentStore::TrimCheckpoints(const AgentKey& key, int max_keep, std::
   for (size_t i = 0; i < ids.size() && count > static_cast<size_t>(std::max(max_keep, 0));
        ++i, --count) {
     const std::string path = dir + "/" + CheckpointFile(ids[i]);
-    if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+    if (state_->fs().Unlink(path.c_str()) != 0 && errno != ENOENT) {
       return IoError("agent " + AgentLabel(key) + ": delete '" + path + "': " +
                      std::strerror(errno));
     }
     ++deleted;
   }
-  if (deleted > 0) KVMEM_RETURN_IF_ERROR(SyncDir(dir));
+  if (deleted > 0) KVMEM_RETURN_IF_ERROR(SyncDir(dir, state_->fs()));
   return deleted;
 }
 
@@ -114,13 +115,13 @@ Result<std::vector<CheckpointInfo>> AgentStore::ListCheckpoints(const AgentKey& 
   std::shared_ptr<std::mutex> agent_mu = state_->AgentLock(dir_name);
   std::lock_guard<std::mutex> agent_lock(*agent_mu);
   std::vector<CheckpointInfo> out;
-  Result<std::vector<std::string>> names = ListDir(dir);
+  Result<std::vector<std::string>> names = ListDir(dir, state_->fs());
   if (!names.ok()) {
     if (names.status().code() == ErrorCode::kNotFound) return out;
     return names.status();
   }
   for (const std::string& id : CheckpointIds(*names)) {
-    Result<AgentManifest> m = ReadManifest(dir, CheckpointFile(id));
+    Result<AgentManifest> m = ReadManifest(state_->fs(), dir, CheckpointFile(id));
     if (!m.ok() || !(m->key == key)) continue;
     CheckpointInfo c;
     c.id = id;
@@ -143,13 +144,13 @@ Status AgentStore::DeleteCheckpoint(const AgentKey& key, std::string_view id) {
   std::shared_ptr<std::mutex> agent_mu = state_->AgentLock(dir_name);
   std::lock_guard<std::mutex> agent_lock(*agent_mu);
   const std::string path = dir + "/" + CheckpointFile(id);
-  if (::unlink(path.c_str()) != 0) {
+  if (state_->fs().Unlink(path.c_str()) != 0) {
     if (errno == ENOENT || errno == ENOTDIR) return NotFound(where + ": none");
     return IoError(where + ": delete: " + std::strerror(errno));
   }
-  KVMEM_RETURN_IF_ERROR(SyncDir(dir));
-  Result<AgentManifest> m = ReadManifest(dir);
-  if (m.ok()) RemoveUnreferencedBlocks(dir, m->blocks);
+  KVMEM_RETURN_IF_ERROR(SyncDir(dir, state_->fs()));
+  Result<AgentManifest> m = ReadManifest(state_->fs(), dir);
+  if (m.ok()) RemoveUnreferencedBlocks(state_->fs(), dir, m->blocks);
   return Status::Ok();
 }
 
