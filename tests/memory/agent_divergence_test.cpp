@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "agent_runtime_fixture.h"
+#include "faulty_fs.h"
 #include "memory/agents/agent_runtime.h"
 
 namespace kvmem::memory {
@@ -139,6 +140,39 @@ TEST_F(AgentDivergenceTest, AForkWhoseTurnChangesNothingLeavesNoCheckpoint) {
   EXPECT_EQ(cancelled->end, TurnEnd::kCancelled);
   EXPECT_TRUE(Checkpoints(*rt, ada_).empty());
   EXPECT_EQ(Held(*rt, ada_), held);
+}
+
+TEST_F(AgentDivergenceTest, AFailedReadNeverDeletesTheConversationOrItsCheckpoints) {
+  std::string held;
+  {
+    auto rt = Runtime();
+    std::string r;
+    ASSERT_TRUE(Run(*rt, ada_, "First conversation, kept.", &r).ok());
+    ASSERT_TRUE(Run(*rt, ada_, "Second conversation.", &r).ok());  // the first: a checkpoint
+    held = Held(*rt, ada_);
+  }
+  // The same store, reopened over a file system whose reads fail (EIO) while the agent loads.
+  store_.reset();
+  store::testing::FaultyFs fs;
+  store::StoreOptions o{dir_.path(), std::string(32, 'a'), 257};
+  o.file_ops = &fs;
+  auto reopened = store::AgentStore::Open(o);
+  ASSERT_TRUE(reopened.ok()) << reopened.status().ToString();
+  store_.emplace(std::move(*reopened));
+  auto rt = Runtime();
+  // Read 1: the manifest's memory record (a failure there is taken as an unknown policy); 2: the
+  // manifest Load reads.
+  fs.FailNth(2, store::testing::FsCall::kRead);
+  std::string r;
+  const Result<TurnResult> failed = Run(*rt, ada_, held + " More.", &r);
+  ASSERT_TRUE(fs.fired());
+  EXPECT_EQ(failed.status().code(), ErrorCode::kIo);
+  EXPECT_TRUE(store_->Contains(ada_));
+  fs.FailNth(0);
+  const Result<TurnResult> again = Run(*rt, ada_, held + " More.", &r);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->prompt.tier, Tier::kWarm);
+  EXPECT_EQ(Checkpoints(*rt, ada_), std::vector<std::string>{"ckpt-1"});
 }
 
 TEST_F(AgentDivergenceTest, TheBudgetBoundsCheckpointsAndZeroKeepsNone) {

@@ -246,7 +246,9 @@ Result<Tier> AgentRuntime::Acquire(const store::AgentKey* key, Slot& slot, doubl
     Status st = LoadMemory(*key, slot, slot.spec);
     *load_seconds = SecondsSince(t0);
     if (st.ok()) return Tier::kWarm;
-    if (!slot.spec.kind->rebuildable_from_prompt) {
+    // A read that failed (EIO) says nothing about the files: the turn fails and the next one
+    // tries again. Removing them would lose the agent's checkpoints, which no prompt holds.
+    if (st.code() == ErrorCode::kIo || !slot.spec.kind->rebuildable_from_prompt) {
       // The memory is more than the prompts hold: keep the files for a person to see.
       slot.LockedDrop();
       return st.WithContext("agent " + name + ": stored memory not usable");
