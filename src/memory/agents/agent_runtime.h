@@ -123,7 +123,10 @@ class AgentRuntime {
   // prompt_logprobs with a key (memory/agents/turn.h), OutOfRange when the prompt does not fit
   // the context, IoError when the save failed (the previous turn's cache then stays). A turn
   // whose callback stopped it (TurnEnd::kCancelled) is aborted, not committed: the agent keeps
-  // neither its prompt nor its partial reply (MemoryPolicy::Abort).
+  // neither its prompt nor its partial reply (MemoryPolicy::Abort). A prompt that diverges from
+  // the agent's conversation does what params.on_diverge says (divergence.h; FailedPrecondition
+  // for kReject) and continues from a checkpoint that shares more of it; an agent with a
+  // server-side conversation composes its prompt with params.continue_conversation.
   Result<TurnResult> RunTurn(const store::AgentKey* key, std::string_view prompt_text,
                              const TurnParams& params, const TurnCallbacks& callbacks);
 
