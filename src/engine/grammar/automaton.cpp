@@ -97,7 +97,9 @@ bool Automaton::LoopsOnFreeText(int32_t state) {
   int8_t& known = loops_[state];
   if (known >= 0) return known != 0;
   const State& st = states_[state];
-  bool loops = st.need == 0;
+  // A state without stacks (a start expansion past the budget) accepts nothing: every step
+  // from it is dead, so it loops on nothing (an empty Advance would equal it vacuously).
+  bool loops = st.need == 0 && !st.stacks.empty();
   if (loops) {
     // Advance() is constant between the boundaries of the top classes' ranges (and of the free
     // set), so one code point per interval decides for all of them.

@@ -209,6 +209,21 @@ TEST(Matcher, AmbiguousGrammarIsBounded) {
   ASSERT_TRUE(g.ok()) << g.status().ToString();
   Matcher m(std::make_shared<const Grammar>(std::move(*g)));
   EXPECT_FALSE(m.AcceptBytes("x"));
+  // Its mask says the same: no token (the dead start state once passed for a free-text loop,
+  // found by gbnf_fuzz, so every free-text token was allowed and then refused).
+  int32_t eog = 0;
+  const TokenTable table = TestVocab(&eog);
+  Matcher fresh(std::make_shared<const Grammar>(*Grammar::Parse(gbnf)));
+  ExpectMaskExact(fresh, table, "");
+}
+
+TEST(Matcher, AStartPastTheExpansionBudgetAllowsNoToken) {
+  // gbnf_fuzz's input: the start state's expansion passes kMaxExpandWork.
+  Matcher m(Compile(R"(root ::= ("a" | |"ota"{0,3} | |"b" {0,3}("c" | "d")*){8})"));
+  int32_t eog = 0;
+  const TokenTable table = TestVocab(&eog);
+  ExpectMaskExact(m, table, "");
+  EXPECT_FALSE(m.AcceptBytes("a"));
 }
 
 }  // namespace
