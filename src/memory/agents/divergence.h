@@ -10,7 +10,7 @@ namespace kvmem::memory {
 
 // What a turn does to an agent's stored conversation when its prompt diverges from it (does not
 // start with all of it: MemoryPolicy::client_conversation; memories that take such a prompt as
-// new, memart and epicache, never diverge): keep it as a checkpoint the agent's store holds
+// new never diverge): keep it as a checkpoint the agent's store holds
 // (fork), let the turn drop it (replace), or refuse the turn and change nothing (reject).
 enum class OnDiverge { kFork, kReplace, kReject };
 const char* OnDivergeName(OnDiverge d);  // "fork", "replace", "reject"

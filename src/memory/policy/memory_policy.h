@@ -147,8 +147,8 @@ class MemoryPolicy {
   virtual std::string_view text() const = 0;
   // The conversation as the client sent it and got it back, which a request that does not start
   // with it diverges from (AgentRuntime's on_diverge): text(), unless the policy rewrote that
-  // (intentkv's compaction); nullopt for memories that take a prompt not continuing their
-  // history as new (memart, epicache): nothing ever diverges there.
+  // (a compaction); nullopt for memories that take a prompt not continuing their history as
+  // new: nothing ever diverges there.
   virtual std::optional<std::string_view> client_conversation() const { return text(); }
   // The tokens the sampler's repetition penalty looks back over during the open turn.
   virtual std::span<const int32_t> context_tokens() const = 0;
