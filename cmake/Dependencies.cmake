@@ -8,7 +8,8 @@
 #                           serve (API bodies), tests (golden vectors)
 #   libxxhash-dev           memory/store (block checksums, model fingerprints)
 #   libssl-dev              memory/store (HMAC-SHA256: keyed agent directory names)
-#   libcpp-httplib-dev      serve (HTTP server)
+#   libcpp-httplib-dev      serve (HTTP server), scenario (HTTP client)
+#   libyaml-cpp-dev         scenario (scenario files)
 #   pkg-config              finds the two above
 #   python3 + venv (PyPI: numpy, gguf, tokenizers)   test oracles only, never the product
 find_package(Threads REQUIRED)
@@ -17,6 +18,7 @@ if(KVMEM_TESTS)
   find_package(GTest REQUIRED)
 endif()
 find_package(CLI11 REQUIRED)
+find_package(yaml-cpp REQUIRED)
 find_package(OpenSSL REQUIRED COMPONENTS Crypto)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
