@@ -9,14 +9,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-20}"
 shift || true
-all=(gguf_fuzz safetensors_block_fuzz manifest_fuzz api_request_fuzz gbnf_fuzz json_schema_fuzz)
+all=(gguf_fuzz safetensors_block_fuzz manifest_fuzz api_request_fuzz gbnf_fuzz json_schema_fuzz
+     scenario_fuzz)
 targets=("$@")
 [ ${#targets[@]} -eq 0 ] && targets=("${all[@]}")
 
 # Per target: the largest input (block files of the fuzz pools are ~13 KB); each target's
 # dictionary is fuzz/<target without _fuzz>.dict.
 declare -A max_len=([gguf_fuzz]=4096 [safetensors_block_fuzz]=32768 [manifest_fuzz]=4096
-                    [api_request_fuzz]=4096 [gbnf_fuzz]=2048 [json_schema_fuzz]=2048)
+                    [api_request_fuzz]=4096 [gbnf_fuzz]=2048 [json_schema_fuzz]=2048
+                    [scenario_fuzz]=4096)
 
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -DKVMEM_FUZZ=ON -DKVMEM_TESTS=OFF >/dev/null
 cmake --build build-fuzz -j"$(nproc)" --target "${targets[@]}" gguf_fuzz_seeds store_fuzz_seeds
