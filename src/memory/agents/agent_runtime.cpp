@@ -29,6 +29,24 @@ int64_t NowUnixMs() {
 
 std::string SlotName(const store::AgentKey& key) { return key.tenant + "/" + key.id; }
 
+// A turn's detail as its record keeps it: whole when it holds at most kMaxDetailValues values.
+Json BoundedDetail(Json detail) {
+  std::vector<const Json*> open{&detail};
+  size_t values = 0;
+  while (!open.empty() && values <= kMaxDetailValues) {
+    const Json* v = open.back();
+    open.pop_back();
+    if (!v->is_structured()) {
+      ++values;
+      continue;
+    }
+    for (const Json& child : *v) open.push_back(&child);
+  }
+  if (values <= kMaxDetailValues) return detail;
+  return Json{{"omitted", "what the turn read holds more than " + std::to_string(kMaxDetailValues) +
+                              " values"}};
+}
+
 }  // namespace
 
 const char* OnDivergeName(OnDiverge d) {
@@ -380,7 +398,7 @@ Result<TurnResult> AgentRuntime::RunTurn(const store::AgentKey* key, std::string
                       .prompt_tokens = r.prompt.prompt_tokens,
                       .cached_tokens = r.prompt.cached_tokens,
                       .report = r.memory_report,
-                      .detail = policy.Detail()};
+                      .detail = BoundedDetail(policy.Detail())};
     std::lock_guard<std::mutex> l(slot->mu);
     slot->last_turn = r.memory_report;
     record.turn = ++slot->turns_run;

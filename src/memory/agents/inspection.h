@@ -25,11 +25,16 @@ struct TurnRecord {
   int64_t prompt_tokens = 0;
   int64_t cached_tokens = 0;
   nlohmann::json report;  // MemoryPolicy::Report()
-  nlohmann::json detail;  // MemoryPolicy::Detail(): what the turn read, in full
+  // MemoryPolicy::Detail(): what the turn read, in full; {"omitted": why} when it holds more
+  // than kMaxDetailValues values (per layer and KV head lists of a long history).
+  nlohmann::json detail;
 };
 
 // Turns an agent's record keeps (the oldest go first): recall detail is large (per layer or per
 // KV head), so only the last few.
 inline constexpr size_t kRecentTurns = 8;
+// Values (numbers, strings) a kept detail may hold: 32K, about 0.5 MiB in RAM, so an agent's
+// record stays within a few MiB whatever its policy reads.
+inline constexpr size_t kMaxDetailValues = size_t{1} << 15;
 
 }  // namespace kvmem::memory
