@@ -66,7 +66,7 @@ function formatBytes(n) {
 }
 
 function formatTime(unix) {
-  return unix ? new Date(unix * 1000).toLocaleTimeString() : "never";
+  return unix ? new Date(unix * 1000).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" }) : "never";
 }
 
 // ---- agents ------------------------------------------------------------------------------------
@@ -195,10 +195,11 @@ function renderMemory(m) {
   }
   let cachedBytes = 0;
   for (let i = 0; i + 1 < m.cached.length; i += 2) cachedBytes += m.cached[i + 1] - m.cached[i];
-  const partsText = [...kinds].map(([k, n]) => n + " " + k + (n === 1 ? "" : "s")).join(", ");
+  const partsText = [...kinds].map(([k, n]) => n + " " + k + (n === 1 ? "" : k.endsWith("ed") ? " runs" : "s"))
+      .join(", ");
   $("memory-summary").textContent =
       m.rows + " KV rows · " + cachedBytes + " of " + bytes.length + " bytes of text cached" +
-      (partsText ? " · " + partsText : "");
+      (partsText ? " · " + partsText : "") + (m.note ? " (" + m.note + ")" : "");
 }
 
 // ---- turns: what each of the last turns recalled ----------------------------------------------------
@@ -271,7 +272,8 @@ function renderTurns(turns) {
                el("div", scalarFacts(t.report), "facts"));
     const r = t.report || {};
     if (Number.isInteger(r.episode)) {
-      div.append(el("div", "routed to episode " + r.episode + " of " + r.episodes, "routed-episode"));
+      div.append(el("div", r.episode >= 0 ? "routed to episode " + r.episode + " of " + r.episodes
+                                          : "no episode yet: the turn read the uncompressed history", "routed-episode"));
     }
     if (t.detail && Array.isArray(t.detail.live_prompt_bytes)) {
       const live = t.detail.live_prompt_bytes;

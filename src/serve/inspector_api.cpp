@@ -9,13 +9,15 @@ std::string AgentMemoryJson(const std::string& id, const memory::AgentMemoryView
   const auto field = [&](const char* name) {
     return inspected.is_object() && inspected.contains(name) ? inspected.at(name) : Json::array();
   };
-  return DumpJson({{"id", id},
-                   {"object", "agent.memory"},
-                   {"policy", memory.policy},
-                   {"rows", memory.rows},
-                   {"text", memory.text},
-                   {"cached", field("cached")},
-                   {"parts", field("parts")}});
+  Json out = {{"id", id},
+              {"object", "agent.memory"},
+              {"policy", memory.policy},
+              {"rows", memory.rows},
+              {"text", memory.text},
+              {"cached", field("cached")},
+              {"parts", field("parts")}};
+  if (inspected.is_object() && inspected.contains("note")) out["note"] = inspected.at("note");
+  return DumpJson(out);
 }
 
 std::string AgentTurnsJson(const std::string& id, const std::vector<memory::TurnRecord>& turns) {

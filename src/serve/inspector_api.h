@@ -6,7 +6,8 @@
 //                                "cached": [begin, end, ...] byte ranges of text whose tokens
 //                                          have KV rows a next turn can read
 //                                "parts":  the policy's own units in order, each {"kind",
-//                                          "bytes": [begin, end], ...} (MemoryPolicy::Inspect)}
+//                                          "bytes": [begin, end], ...} (MemoryPolicy::Inspect),
+//                                "note":   when the policy adds one, what "cached" means there}
 //   GET /v1/agents/{id}/turns   {"id", "object": "list", "data": [{"object": "agent.turn",
 //                                "turn", "created_ms", "prompt_tokens", "cached_tokens",
 //                                "report": the turn's last_turn, "detail": what it read in full

@@ -28,6 +28,11 @@ TEST(InspectorApi, MemoryJsonCarriesTheTextAndThePolicysView) {
   EXPECT_EQ(bare["cached"], Json::array());
   EXPECT_EQ(bare["parts"], Json::array());
   EXPECT_EQ(bare["text"], "");
+  EXPECT_FALSE(bare.contains("note"));
+  // A policy's note on what "cached" means for it is passed on.
+  const Json noted = Json::parse(AgentMemoryJson(
+      "x", {.policy = "p", .text = "", .rows = 0, .memory = {{"note", "the tail only"}}}));
+  EXPECT_EQ(noted["note"], "the tail only");
 }
 
 TEST(InspectorApi, TurnsJsonListsTheRecordsOldestFirst) {

@@ -599,7 +599,11 @@ Json EpiCachePolicy::Inspect() const {
   tail_bytes = std::min(tail_bytes, text_.size());
   Json cached = Json::array();
   if (tail_bytes > 0) cached = Json::array({text_.size() - tail_bytes, text_.size()});
-  return Json{{"cached", std::move(cached)}, {"parts", std::move(parts)}};
+  return Json{{"cached", std::move(cached)},
+              {"parts", std::move(parts)},
+              {"note",
+               "rows are kept per layer and KV head, so no span of the compressed history is held "
+               "whole: cached is the uncompressed tail"}};
 }
 
 void EpiCachePolicy::UpdateState() {

@@ -150,6 +150,7 @@ class MemoryPolicy {
   //             [begin, end, ...]
   //   "parts":  the policy's own units of memory, in order, each {"kind", "bytes": [begin, end],
   //             ...its fields}
+  //   "note":   optional, what a reader of "cached" should know about this memory
   // The default: the whole text cached, no parts.
   virtual Json Inspect() const;
 
