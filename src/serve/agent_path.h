@@ -1,4 +1,4 @@
-// The agent a /v1/agents/{id} or /v1/agents/{id}/rebuild path names. An id may hold any
+// The agent a /v1/agents/{id}[/rebuild|/memory|/turns] path names. An id may hold any
 // character a client uses ('/', '@', spaces, non-ASCII: memory/store/agent_id.h), sent
 // percent-encoded, so the id is read from the request target as sent and decoded once, after the
 // path is split: "/v1/agents/a%2Fb" names the id "a/b" and "/v1/agents/a%2Frebuild" the id
@@ -13,9 +13,13 @@
 
 namespace kvmem::serve {
 
+// What under the agent a path names: the agent, POST .../rebuild, or the inspector's GET
+// .../memory and .../turns (inspector_api.h).
+enum class AgentResource { kAgent, kRebuild, kMemory, kTurns };
+
 struct AgentPath {
-  std::string id = {};   // decoded and validated (ValidateAgentId)
-  bool rebuild = false;  // .../rebuild
+  std::string id = {};  // decoded and validated (ValidateAgentId)
+  AgentResource resource = AgentResource::kAgent;
 };
 
 // target: the request target as received ("/v1/agents/alice%40example.com?x=1"; the query is

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "memory/agents/inspection.h"
 #include "serve/api_types.h"
 
 namespace kvmem::serve {
@@ -87,6 +88,15 @@ class Backend {
   // (MemoryPolicy::Rebuild); what it did, null when its policy has nothing to rebuild.
   // NotFound if there is no such agent.
   virtual Result<nlohmann::json> RebuildAgent(const std::string& tenant, const std::string& id) = 0;
+
+  // The memory inspector (serve/inspector_api.h). GET /v1/agents/{id}/memory: the agent's
+  // memory as it is (brings a stored agent into RAM, after its queued turns); GET
+  // /v1/agents/{id}/turns: its last turns, oldest first. NotFound for an agent this tenant does
+  // not have.
+  virtual Result<memory::AgentMemoryView> InspectAgent(const std::string& tenant,
+                                                       const std::string& id) = 0;
+  virtual Result<std::vector<memory::TurnRecord>> AgentTurns(const std::string& tenant,
+                                                             const std::string& id) = 0;
 
   // The Responses API's stored responses (serve/responses_api.h): one JSON record per (tenant,
   // response id), opaque to the backend, kept durably where the agents' memory is (a save is

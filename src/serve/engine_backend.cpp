@@ -242,6 +242,16 @@ Result<nlohmann::json> EngineBackend::RebuildAgent(const std::string& tenant,
   return runtime_->Rebuild({tenant, id});
 }
 
+Result<memory::AgentMemoryView> EngineBackend::InspectAgent(const std::string& tenant,
+                                                            const std::string& id) {
+  return runtime_->Inspect({tenant, id});
+}
+
+Result<std::vector<memory::TurnRecord>> EngineBackend::AgentTurns(const std::string& tenant,
+                                                                  const std::string& id) {
+  return runtime_->RecentTurns({tenant, id});
+}
+
 Status EngineBackend::PutResponse(const std::string& tenant, const std::string& id,
                                   const nlohmann::json& record) {
   if (memory::store::AgentStore* store = runtime_->store()) {

@@ -35,6 +35,10 @@ class EngineBackend : public Backend {
   Result<AgentInfo> GetAgent(const std::string& tenant, const std::string& id) override;
   Status DeleteAgent(const std::string& tenant, const std::string& id) override;
   Result<nlohmann::json> RebuildAgent(const std::string& tenant, const std::string& id) override;
+  Result<memory::AgentMemoryView> InspectAgent(const std::string& tenant,
+                                               const std::string& id) override;
+  Result<std::vector<memory::TurnRecord>> AgentTurns(const std::string& tenant,
+                                                     const std::string& id) override;
   // In the runtime's AgentStore (responses/ of its model directory); in RAM without a store.
   Status PutResponse(const std::string& tenant, const std::string& id,
                      const nlohmann::json& record) override;

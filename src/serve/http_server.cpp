@@ -18,9 +18,11 @@
 #include "serve/embeddings_api.h"
 #include "serve/generation_route.h"
 #include "serve/http_reply.h"
+#include "serve/inspector_api.h"
 #include "serve/openai_api.h"
 #include "serve/responses_api.h"
 #include "serve/tokenize_api.h"
+#include "serve/ui_assets.h"
 
 namespace kvmem::serve {
 namespace {
@@ -42,6 +44,7 @@ std::string EndpointLabel(std::string_view path) {
   if (path.starts_with("/v1/agents/")) return "/v1/agents/{id}";
   if (path.starts_with("/v1/models/")) return "/v1/models/{id}";
   if (path.starts_with("/v1/responses/")) return "/v1/responses/{id}";
+  if (path == "/ui" || path.starts_with("/ui/")) return "/ui";
   return "other";
 }
 
@@ -73,6 +76,22 @@ std::string LibraryErrorMessage(const httplib::Request& req, int status) {
       break;
   }
   return "HTTP error " + std::to_string(status);
+}
+
+// GET /ui and /ui/{file}: the embedded page, which may load only its own files and call only
+// this server (no inline script, so text an agent wrote can never run as code).
+void ServeUiAsset(const httplib::Request& req, httplib::Response& res) {
+  const UiAsset* asset = FindUiAsset(req.path);
+  if (asset == nullptr) {
+    return SendError(res, {ApiErrorKind::kNotFound, LibraryErrorMessage(req, 404)},
+                     Dialect::kOpenAi);
+  }
+  res.status = 200;
+  res.set_header("Content-Security-Policy",
+                 "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'");
+  res.set_header("X-Content-Type-Options", "nosniff");
+  res.set_header("Cache-Control", "no-cache");
+  res.set_content(std::string(asset->body), std::string(asset->content_type));
 }
 
 // The key a request presents: `Authorization: Bearer KEY` or `x-api-key: KEY`.
@@ -204,6 +223,12 @@ class HttpServer::Handlers {
                                                    s_->in_flight_.load()),
                                "text/plain; version=0.0.4; charset=utf-8");
              }));
+    // The inspector's page (ui_assets.h): static files holding no data, so open like /health;
+    // what it shows comes from the API calls it makes with the key the user gives it.
+    const Route page = [](const httplib::Request& req, httplib::Response& res,
+                          const std::string&, std::string_view) { ServeUiAsset(req, res); };
+    http.Get("/ui", NoBody(kOpen, page));
+    http.Get("/ui/(.*)", NoBody(kOpen, page));
     RegisterMethodNotAllowed(http);
     // Last, so they only catch what no route matched: unknown paths with a body still have it
     // read within the limit before the 404.
@@ -320,7 +345,8 @@ class HttpServer::Handlers {
     SendError(res, {ApiErrorKind::kAuthentication, "invalid API key"}, DialectOfPath(req.path));
   }
 
-  // GET|DELETE /v1/agents/{id} and POST /v1/agents/{id}/rebuild (agent_path.h).
+  // GET|DELETE /v1/agents/{id}, POST /v1/agents/{id}/rebuild and the inspector's GET
+  // /v1/agents/{id}/memory and /turns (agent_path.h).
   Route Agent() {
     return [this](const httplib::Request& req, httplib::Response& res, const std::string& tenant,
                   std::string_view) {
@@ -331,19 +357,32 @@ class HttpServer::Handlers {
       }
       if (!path.ok()) return SendStatus(res, path.status(), Dialect::kOpenAi);
       const std::string& id = path->id;
-      const char* allow = path->rebuild ? "POST" : "GET, DELETE";
-      if (path->rebuild && req.method == "POST") {
+      const AgentResource what = path->resource;
+      const char* allow = what == AgentResource::kRebuild ? "POST"
+                          : what == AgentResource::kAgent ? "GET, DELETE"
+                                                          : "GET";
+      if (what == AgentResource::kRebuild && req.method == "POST") {
         auto done = s_->backend_->RebuildAgent(tenant, id);
         if (!done.ok()) return SendStatus(res, done.status(), Dialect::kOpenAi);
         return SendJson(res,
                         DumpJson({{"id", id}, {"object", "agent.rebuild"}, {"rebuild", *done}}));
       }
-      if (!path->rebuild && req.method == "GET") {
+      if (what == AgentResource::kMemory && req.method == "GET") {
+        auto memory = s_->backend_->InspectAgent(tenant, id);
+        if (!memory.ok()) return SendStatus(res, memory.status(), Dialect::kOpenAi);
+        return SendJson(res, AgentMemoryJson(id, *memory));
+      }
+      if (what == AgentResource::kTurns && req.method == "GET") {
+        auto turns = s_->backend_->AgentTurns(tenant, id);
+        if (!turns.ok()) return SendStatus(res, turns.status(), Dialect::kOpenAi);
+        return SendJson(res, AgentTurnsJson(id, *turns));
+      }
+      if (what == AgentResource::kAgent && req.method == "GET") {
         auto agent = s_->backend_->GetAgent(tenant, id);
         if (!agent.ok()) return SendStatus(res, agent.status(), Dialect::kOpenAi);
         return SendJson(res, AgentJson(*agent));
       }
-      if (!path->rebuild && req.method == "DELETE") {
+      if (what == AgentResource::kAgent && req.method == "DELETE") {
         Status status = s_->backend_->DeleteAgent(tenant, id);
         if (!status.ok()) return SendStatus(res, status, Dialect::kOpenAi);
         return SendJson(res, AgentDeletedJson(id));

@@ -17,11 +17,14 @@
 //   GET    /v1/agents/{id}        {id} percent-encoded (agent_path.h)
 //   DELETE /v1/agents/{id}
 //   POST   /v1/agents/{id}/rebuild
+//   GET    /v1/agents/{id}/memory, /v1/agents/{id}/turns  the memory inspector's API
+//                                 (inspector_api.h)
+//   GET    /ui, /ui/{file}        the memory inspector's page (ui_assets.h); never needs a key
 //   OPTIONS *                      CORS preflight (cors.h)
 //   GET    /health                {"status":"ok"}; 503 while stopping; never needs a key
 //   GET    /metrics               Prometheus text (metrics.h)
 //
-// Auth: with api_keys set, every route but /health needs `Authorization: Bearer KEY` or
+// Auth: with api_keys set, every route but /health and /ui needs `Authorization: Bearer KEY` or
 // `x-api-key: KEY`; the key decides the tenant. Browser origins: cors.h. Errors come in the
 // dialect of the route (/v1/messages*: Anthropic's, everything else: OpenAI's) with the
 // statuses of api_error.h.

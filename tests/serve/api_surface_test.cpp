@@ -19,10 +19,13 @@ TEST(AgentPath, TheIdIsDecodedAfterTheSplit) {
   EXPECT_EQ(ParseAgentPath("/v1/agents/a%2Fb?x=1").value().id, "a/b");
   const AgentPath encoded = ParseAgentPath("/v1/agents/a%2Frebuild").value();
   EXPECT_EQ(encoded.id, "a/rebuild");
-  EXPECT_FALSE(encoded.rebuild);
+  EXPECT_EQ(encoded.resource, AgentResource::kAgent);
   const AgentPath rebuild = ParseAgentPath("/v1/agents/a/rebuild").value();
   EXPECT_EQ(rebuild.id, "a");
-  EXPECT_TRUE(rebuild.rebuild);
+  EXPECT_EQ(rebuild.resource, AgentResource::kRebuild);
+  EXPECT_EQ(ParseAgentPath("/v1/agents/a/memory").value().resource, AgentResource::kMemory);
+  EXPECT_EQ(ParseAgentPath("/v1/agents/a%2Fturns").value().resource, AgentResource::kAgent);
+  EXPECT_EQ(ParseAgentPath("/v1/agents/a/turns?x=1").value().resource, AgentResource::kTurns);
   EXPECT_EQ(ParseAgentPath("/v1/agents/%E7%94%A8+1").value().id, "\xE7\x94\xA8+1");
   EXPECT_EQ(ParseAgentPath("/v1/agents/a/b").status().code(), ErrorCode::kNotFound);
   EXPECT_EQ(ParseAgentPath("/v1/agents/").status().code(), ErrorCode::kInvalidArgument);

@@ -124,6 +124,12 @@ class FakeBackend : public Backend {
                          .config = config,
                          .last_used_unix = 1700000000,
                          .last_turn = nlohmann::json{{"prefill_tokens", rendered.size()}}};
+      a.turns.push_back({.turn = static_cast<int64_t>(a.turns.size()) + 1,
+                         .at_unix_ms = 1700000000000,
+                         .prompt_tokens = prompt.prompt_tokens,
+                         .cached_tokens = prompt.cached_tokens,
+                         .report = a.info.last_turn,
+                         .detail = nullptr});
       a.memory = rendered + reply;
     }
     return result;
@@ -184,6 +190,31 @@ class FakeBackend : public Backend {
     std::lock_guard<std::mutex> lock(mu_);
     if (agents_.count(tenant + "/" + id) == 0) return NotFound("no agent '" + id + "'");
     return nlohmann::json(nullptr);
+  }
+
+  // The memory is the agent's rendered text, all cached, one part per turn; a turn record per
+  // generation, its report naming the part it read.
+  Result<memory::AgentMemoryView> InspectAgent(const std::string& tenant,
+                                               const std::string& id) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = agents_.find(tenant + "/" + id);
+    if (it == agents_.end()) return NotFound("no agent '" + id + "'");
+    const Agent& a = it->second;
+    nlohmann::json cached = nlohmann::json::array();
+    if (!a.memory.empty()) cached = {0, a.memory.size()};
+    return memory::AgentMemoryView{
+        .policy = a.info.policy,
+        .text = a.memory,
+        .rows = static_cast<int64_t>(a.memory.size()),
+        .memory = {{"cached", cached}, {"parts", nlohmann::json::array()}}};
+  }
+
+  Result<std::vector<memory::TurnRecord>> AgentTurns(const std::string& tenant,
+                                                     const std::string& id) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = agents_.find(tenant + "/" + id);
+    if (it == agents_.end()) return NotFound("no agent '" + id + "'");
+    return it->second.turns;
   }
 
   Status PutResponse(const std::string& tenant, const std::string& id,
@@ -294,6 +325,7 @@ class FakeBackend : public Backend {
   struct Agent {
     AgentInfo info;
     std::string memory;
+    std::vector<memory::TurnRecord> turns;
   };
 
   static bool Has(const std::string& s, const char* marker) {

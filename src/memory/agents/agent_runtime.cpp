@@ -29,6 +29,24 @@ int64_t NowUnixMs() {
 
 std::string SlotName(const store::AgentKey& key) { return key.tenant + "/" + key.id; }
 
+// A turn's detail as its record keeps it: whole when it holds at most kMaxDetailValues values.
+Json BoundedDetail(Json detail) {
+  std::vector<const Json*> open{&detail};
+  size_t values = 0;
+  while (!open.empty() && values <= kMaxDetailValues) {
+    const Json* v = open.back();
+    open.pop_back();
+    if (!v->is_structured()) {
+      ++values;
+      continue;
+    }
+    for (const Json& child : *v) open.push_back(&child);
+  }
+  if (values <= kMaxDetailValues) return detail;
+  return Json{{"omitted", "what the turn read holds more than " + std::to_string(kMaxDetailValues) +
+                              " values"}};
+}
+
 }  // namespace
 
 const char* OnDivergeName(OnDiverge d) {
@@ -376,8 +394,16 @@ Result<TurnResult> AgentRuntime::RunTurn(const store::AgentKey* key, std::string
   r.kv_tokens = policy.n_rows();
   r.memory_report = policy.Report();
   {
+    TurnRecord record{.at_unix_ms = NowUnixMs(),
+                      .prompt_tokens = r.prompt.prompt_tokens,
+                      .cached_tokens = r.prompt.cached_tokens,
+                      .report = r.memory_report,
+                      .detail = BoundedDetail(policy.Detail())};
     std::lock_guard<std::mutex> l(slot->mu);
     slot->last_turn = r.memory_report;
+    record.turn = ++slot->turns_run;
+    slot->recent_turns.push_back(std::move(record));
+    if (slot->recent_turns.size() > kRecentTurns) slot->recent_turns.pop_front();
   }
   slot->hot_bytes = static_cast<int64_t>(policy.bytes_in_use());
   slot->n_tokens = r.kv_tokens;
@@ -575,6 +601,44 @@ Result<std::string> AgentRuntime::ConversationText(const store::AgentKey& key) {
   KVMEM_ASSIGN_OR_RETURN(slot->arrival, Acquire(&key, *slot, &load_seconds));
   if (slot->arrival == Tier::kMiss) slot->arrival = Tier::kHot;  // nothing cached yet
   return std::string(slot->policy->text());
+}
+
+Result<AgentMemoryView> AgentRuntime::Inspect(const store::AgentKey& key) {
+  KVMEM_RETURN_IF_ERROR(store::ValidateAgentKey(key));
+  std::shared_ptr<Slot> slot = GetSlot(key);
+  Turn turn(*slot);
+  const bool exists =
+      slot->policy != nullptr || slot->created || (store_ != nullptr && store_->Contains(key));
+  if (!exists) return NotFound("no agent '" + key.id + "'");
+  double load_seconds = 0;
+  KVMEM_ASSIGN_OR_RETURN(slot->arrival, Acquire(&key, *slot, &load_seconds));
+  if (slot->arrival == Tier::kMiss) slot->arrival = Tier::kHot;  // nothing cached yet
+  const MemoryPolicy& policy = *slot->policy;
+  AgentMemoryView v;
+  v.policy = slot->spec.kind ? slot->spec.kind->name : "full";
+  v.text = std::string(policy.text());
+  v.rows = policy.n_rows();
+  v.memory = policy.Inspect();
+  EnforceBudget(slot.get());
+  return v;
+}
+
+Result<std::vector<TurnRecord>> AgentRuntime::RecentTurns(const store::AgentKey& key) {
+  KVMEM_RETURN_IF_ERROR(store::ValidateAgentKey(key));
+  std::shared_ptr<Slot> slot;
+  {
+    std::lock_guard<std::mutex> l(registry_mu_);
+    auto it = slots_.find(SlotName(key));
+    if (it != slots_.end()) slot = it->second;
+  }
+  if (slot) {
+    std::lock_guard<std::mutex> l(slot->mu);
+    if (!slot->recent_turns.empty() || slot->n_tokens > 0 || slot->created) {
+      return std::vector<TurnRecord>(slot->recent_turns.begin(), slot->recent_turns.end());
+    }
+  }
+  if (store_ == nullptr || !store_->Contains(key)) return NotFound("no agent '" + key.id + "'");
+  return std::vector<TurnRecord>{};
 }
 
 Result<std::vector<AgentStatus>> AgentRuntime::List(const std::string& tenant) {

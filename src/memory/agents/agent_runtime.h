@@ -31,6 +31,7 @@
 #include "engine/sampler.h"
 #include "kv/kv_format.h"
 #include "kv/layer_chunks.h"
+#include "memory/agents/inspection.h"
 #include "memory/agents/tier.h"
 #include "memory/agents/turn.h"
 #include "memory/policy/policy_table.h"
@@ -158,6 +159,13 @@ class AgentRuntime {
   // after the turns already queued, and saves it. What the policy did (null: nothing to
   // rebuild). NotFound for an agent with no memory.
   Result<Json> Rebuild(const store::AgentKey& key);
+
+  // The agent's memory for the inspector, after the turns already queued; brings a stored
+  // agent into RAM. NotFound for an agent with no memory.
+  Result<AgentMemoryView> Inspect(const store::AgentKey& key);
+  // The agent's last turns (at most kRecentTurns, oldest first) since this runtime started;
+  // NotFound for an agent with no memory.
+  Result<std::vector<TurnRecord>> RecentTurns(const store::AgentKey& key);
 
   RuntimeStats stats();
   int64_t n_ctx() const { return n_ctx_; }

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -31,6 +32,9 @@ struct AgentRuntime::Slot {
   std::unique_ptr<kv::KvPool> pool;
   std::unique_ptr<MemoryPolicy> policy;  // over `pool`
   Json last_turn;                        // policy->Report() after the last turn
+  // The last turns (bounded by kRecentTurns), kept when the memory leaves RAM; under `mu`.
+  std::deque<TurnRecord> recent_turns;
+  int64_t turns_run = 0;
   bool created = false;                  // by CreateAgent: listed before its first turn
 
   std::atomic<bool> resident{false};

@@ -580,6 +580,32 @@ Json EpiCachePolicy::Detail() const {
   return Json{{"kept", std::move(lists)}};
 }
 
+Json EpiCachePolicy::Inspect() const {
+  Json parts = Json::array();
+  const bool grouped = episodic() && !caches_.empty();
+  const int per_segment = std::max(1, settings().segment);
+  for (size_t i = 0; i < utterances_.size(); ++i) {
+    const size_t end = i + 1 < utterances_.size() ? utterances_[i + 1] : text_.size();
+    const int segment = static_cast<int>(i) / per_segment;
+    Json episode = nullptr;
+    if (grouped && segment < episodes_.n()) episode = episodes_.assignment[segment];
+    parts.push_back({{"kind", "utterance"},
+                     {"bytes", {utterances_[i], end}},
+                     {"segment", segment},
+                     {"episode", std::move(episode)}});
+  }
+  size_t tail_bytes = 0;
+  for (int32_t id : tail_tokens_) tail_bytes += env_.Piece(id).size();
+  tail_bytes = std::min(tail_bytes, text_.size());
+  Json cached = Json::array();
+  if (tail_bytes > 0) cached = Json::array({text_.size() - tail_bytes, text_.size()});
+  return Json{{"cached", std::move(cached)},
+              {"parts", std::move(parts)},
+              {"note",
+               "rows are kept per layer and KV head, so no span of the compressed history is held "
+               "whole: cached is the uncompressed tail"}};
+}
+
 void EpiCachePolicy::UpdateState() {
   Json caches = Json::array();
   for (const CompressedCache& c : caches_) {

@@ -62,6 +62,10 @@ class EpiCachePolicy : public MemoryPolicy {
   Json Report() const override { return report_; }
   // {"kept": [[begin, end, ...] per (layer, KV head)]}: the history positions the last turn read.
   Json Detail() const override;
+  // Cached: the uncompressed tail; parts: the history's utterances, {"kind": "utterance",
+  // "bytes", "segment", "episode": the episode its segment was clustered into, null when it came
+  // after the last clustering}; a "note" saying so.
+  Json Inspect() const override;
   std::string_view text() const override { return text_; }
   std::optional<std::string_view> client_conversation() const override { return std::nullopt; }
   std::span<const int32_t> context_tokens() const override { return context_; }

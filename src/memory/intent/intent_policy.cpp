@@ -508,6 +508,29 @@ Status IntentKvPolicy::RestoreState(const Json& state) {
   return Status::Ok();
 }
 
+Json IntentKvPolicy::Inspect() const {
+  std::vector<size_t> ends(tokens_.size());
+  std::vector<uint8_t> live(tokens_.size(), 1);
+  size_t at = 0;
+  for (size_t i = 0; i < tokens_.size(); ++i) {
+    ends[i] = at = std::min(text_.size(), at + env_.Piece(tokens_[i]).size());
+    if (i < live_.size()) live[i] = live_[i];
+  }
+  Json parts = Json::array();
+  for (size_t i = 0; i < live.size();) {
+    size_t e = i;
+    while (e < live.size() && !live[e]) ++e;
+    if (e > i) {
+      parts.push_back(
+          {{"kind", "dropped"},
+           {"tokens", {i, e}},
+           {"bytes", TokenBytesJson(ends, static_cast<int64_t>(i), static_cast<int64_t>(e))}});
+    }
+    i = e + 1;
+  }
+  return Json{{"cached", ByteRanges(live, ends)}, {"parts", std::move(parts)}};
+}
+
 PersistedMemory IntentKvPolicy::Persist() const {
   PersistedMemory p = FullPolicy::Persist();
   p.state = state_;

@@ -66,6 +66,9 @@ class IntentKvPolicy : public FullPolicy {
   // {"live_prompt_bytes": [begin, end, ...]}: the byte ranges of the turn's prompt whose rows the
   // reply reads.
   Json Detail() const override { return detail_; }
+  // Cached: the live rows' text; parts: each run of dropped rows, {"kind": "dropped", "tokens",
+  // "bytes"}.
+  Json Inspect() const override;
   std::optional<std::string_view> client_conversation() const override { return conversation_; }
   PersistedMemory Persist() const override;
 

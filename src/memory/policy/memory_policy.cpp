@@ -20,4 +20,15 @@ Json RowRangesJson(std::span<const int64_t> rows) {
   return flat;
 }
 
+Json TokenBytesJson(std::span<const size_t> token_ends, int64_t begin, int64_t end) {
+  const size_t from = begin == 0 ? 0 : token_ends[begin - 1];
+  return Json::array({from, token_ends[end - 1]});
+}
+
+Json MemoryPolicy::Inspect() const {
+  Json cached = Json::array();
+  if (!text().empty()) cached = Json::array({0, text().size()});
+  return Json{{"cached", std::move(cached)}, {"parts", Json::array()}};
+}
+
 }  // namespace kvmem::memory

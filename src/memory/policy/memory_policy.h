@@ -120,6 +120,9 @@ struct PersistedMemory {
 // Ascending row indices as the flat [begin, end, begin, end, ...] list of their runs: how
 // Detail() reports the rows a list read.
 Json RowRangesJson(std::span<const int64_t> ascending);
+// The bytes of text that tokens [begin, end) spell, as [begin byte, end byte]; token_ends:
+// where each token's text ends (PersistedMemory::token_ends). Requires begin < end <= size.
+Json TokenBytesJson(std::span<const size_t> token_ends, int64_t begin, int64_t end);
 
 class MemoryPolicy {
  public:
@@ -139,8 +142,17 @@ class MemoryPolicy {
   virtual PersistedMemory Persist() const = 0;
   virtual Json Report() const = 0;
   // What the last turn read, in full (rows per layer or per KV head), for the evaluation's
-  // evidence recall; too large for the API's last_turn. Null when the policy reads every row.
+  // evidence recall and the inspector's recent turns; too large for the API's last_turn. Null
+  // when the policy reads every row.
   virtual Json Detail() const { return nullptr; }
+  // The memory as it is between turns, for the inspector (GET /v1/agents/{id}/memory):
+  //   "cached": the byte ranges of text() whose tokens have rows a next turn can read, flat
+  //             [begin, end, ...]
+  //   "parts":  the policy's own units of memory, in order, each {"kind", "bytes": [begin, end],
+  //             ...its fields}
+  //   "note":   optional, what a reader of "cached" should know about this memory
+  // The default: the whole text cached, no parts.
+  virtual Json Inspect() const;
 
   // The conversation the memory holds as text ("" when empty): a client that keeps no history
   // extends it.

@@ -428,6 +428,9 @@ std::vector<RowSpan> MemArtMemory::ChooseForLayer(int layer, const float* q, int
     ScoreBlocks(layer, q, n_tokens, sel);
     score = AggregateScores(sel->scores, static_cast<int64_t>(n_tokens) * spec.n_heads,
                             n_blocks(), config_.strategy);
+    sel->score = score;
+  } else {
+    sel->score.clear();
   }
   return TopRows(*sel, score);
 }
@@ -466,6 +469,18 @@ void MemArtMemory::NoteRows(int layer, const std::vector<RowSpan>& rows,
   }
 }
 
+void MemArtMemory::NoteRanks(int layer, const Selection& sel, const std::vector<double>& score,
+                             RetrievalReport* rep) const {
+  std::vector<int32_t>& ranks = rep->ranks[layer];
+  ranks.clear();
+  if (score.empty() || sel.candidates.empty()) return;
+  std::vector<int64_t> order = sel.candidates;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return score[a] > score[b]; });
+  ranks.assign(n_blocks(), 0);
+  for (size_t i = 0; i < order.size(); ++i) ranks[order[i]] = static_cast<int32_t>(i + 1);
+}
+
 Status MemArtMemory::RetrieveByLayer(std::span<const int32_t> tokens, Selection* sel,
                                      RetrievalReport* rep, std::vector<float>* logits) {
   const int n_layers = model_.spec().n_layers;
@@ -481,6 +496,7 @@ Status MemArtMemory::RetrieveByLayer(std::span<const int32_t> tokens, Selection*
   auto choose = [&](int layer, const float* q, int n) {
     std::vector<RowSpan> rows = ChooseForLayer(layer, q, n, sel);
     NoteRows(layer, rows, rep);
+    NoteRanks(layer, *sel, sel->score, rep);
     return rows;
   };
   return RunQuery(tokens, sel->pool, choose, n_layers - 1, true, logits)
@@ -514,6 +530,7 @@ Status MemArtMemory::RetrieveByHeads(std::span<const int32_t> tokens, Selection*
   KVMEM_RETURN_IF_ERROR(ResetWorking(r_rows).WithContext("memart: turn"));
   auto shared = [&](int layer, const float*, int) {
     NoteRows(layer, chosen, rep);
+    NoteRanks(layer, *sel, score, rep);
     return chosen;
   };
   return RunQuery(tokens, sel->pool, shared, model_.spec().n_layers - 1, true, logits)
@@ -542,6 +559,7 @@ Status MemArtMemory::BeginTurn(std::span<const int32_t> tokens, ThreadPool* pool
   rep.query_tokens = n_query;
   rep.blocks.assign(n_layers, {});
   rep.rows.assign(n_layers, {});
+  rep.ranks.assign(n_layers, {});
   first_query_pos_ = config_.coupled_positions ? history_rows() : r_rows;
   Status st = ResetWorking(r_rows).WithContext("memart: turn");
   if (st.ok()) {

@@ -117,6 +117,10 @@ struct RetrievalReport {
   std::vector<std::vector<int64_t>> blocks;
   // (n_layers) the history rows each layer read, ascending and disjoint.
   std::vector<std::vector<RowSpan>> rows;
+  // (n_layers, n_blocks) each block's rank in that layer by the aggregated score its choice
+  // was made from (1: the best candidate; ties go to the older block), 0 for always-kept blocks;
+  // empty rows for layers that scored nothing. MemArt's Figure 9 plots one block's row of it.
+  std::vector<std::vector<int32_t>> ranks;
   // Blocks retrieved in any layer, with the number of layers that read each, ascending.
   std::vector<std::pair<int64_t, int>> BlockVotes() const;
   // The rows read in any layer, ascending and disjoint.
@@ -210,6 +214,7 @@ class MemArtMemory {
     tokenizer::TokenSpan scoring;  // end >= 0
     ThreadPool* pool = nullptr;
     std::vector<float> scores;    // (n_tokens * n_heads, n_blocks) of the last ScoreBlocks
+    std::vector<double> score;    // (n_blocks) the last ChooseForLayer's aggregate; empty: none
     std::vector<float> raw_keys;  // kExact's history keys
   };
   Selection PrepareSelection(tokenizer::TokenSpan scoring, ThreadPool* pool) const;
@@ -227,6 +232,9 @@ class MemArtMemory {
                      std::vector<double>* score) const;
   // Records the rows a layer reads, and the blocks they touch.
   void NoteRows(int layer, const std::vector<RowSpan>& rows, RetrievalReport* rep) const;
+  // Records the candidates' ranks in a layer by `score` (empty: nothing scored).
+  void NoteRanks(int layer, const Selection& sel, const std::vector<double>& score,
+                 RetrievalReport* rep) const;
   // The two ways a query reads the history: each layer its own choice (the paper), or the
   // retrieval heads' one choice for every layer (a first pass scores, a second prefills).
   Status RetrieveByLayer(std::span<const int32_t> tokens, Selection* sel, RetrievalReport* rep,

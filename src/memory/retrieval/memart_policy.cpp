@@ -297,6 +297,19 @@ Result<PromptAccount> MemArtPolicy::Apply(const TurnPlan& plan, std::vector<floa
                       " new tokens do not fit the context of " + std::to_string(env_.n_ctx));
   }
   rows_read_ = rep.rows;
+  block_ranks_ = Json::array();
+  for (const auto& [block, votes] : rep.BlockVotes()) {
+    Json ranks = Json::array(), read_in = Json::array();
+    for (size_t l = 0; l < rep.ranks.size(); ++l) {
+      const std::vector<int32_t>& layer = rep.ranks[l];
+      ranks.push_back(static_cast<size_t>(block) < layer.size() ? layer[block] : 0);
+      if (std::binary_search(rep.blocks[l].begin(), rep.blocks[l].end(), block)) {
+        read_in.push_back(l);
+      }
+    }
+    block_ranks_.push_back(
+        {{"block", block}, {"ranks", std::move(ranks)}, {"layers", std::move(read_in)}});
+  }
   report_ = TurnReport(rep, plan);
   // The turn's tokens and text as they join the history: the query, then each kept reply token.
   turn_tokens_.assign(ids.begin(), ids.end());
@@ -355,7 +368,22 @@ Json MemArtPolicy::Detail() const {
     }
     layers.push_back(std::move(flat));
   }
-  return Json{{"rows_read", std::move(layers)}};
+  return Json{{"rows_read", std::move(layers)}, {"ranks", block_ranks_}};
+}
+
+Json MemArtPolicy::Inspect() const {
+  Json parts = Json::array();
+  const auto n = static_cast<int64_t>(tokens_.size());
+  const int64_t bs = memart_->config().block_size;
+  for (int64_t b = 0; b * bs < n; ++b) {
+    const int64_t end = std::min(n, (b + 1) * bs);
+    parts.push_back({{"kind", "block"},
+                     {"block", b},
+                     {"tokens", {b * bs, end}},
+                     {"bytes", TokenBytesJson(token_ends_, b * bs, end)}});
+  }
+  Json cached = text_.empty() ? Json::array() : Json::array({0, text_.size()});
+  return Json{{"cached", std::move(cached)}, {"parts", std::move(parts)}};
 }
 
 PersistedMemory MemArtPolicy::Persist() const {

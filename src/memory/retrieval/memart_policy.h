@@ -43,8 +43,13 @@ class MemArtPolicy : public MemoryPolicy {
   void Abort() override;
   PersistedMemory Persist() const override;
   Json Report() const override { return report_; }
-  // {"rows_read": [[begin, end, ...] per layer]}: the history rows each layer read.
+  // {"rows_read": [[begin, end, ...] per layer]}: the history rows each layer read;
+  // "ranks": [{"block", "ranks": [rank per layer], "layers": [the layers that read it]}] for
+  // each block read in any layer (RetrievalReport::ranks: 1 the best, 0 always kept or not
+  // scored).
   Json Detail() const override;
+  // Parts: the history's memory blocks, {"kind": "block", "block", "tokens", "bytes"}.
+  Json Inspect() const override;
   std::string_view text() const override { return text_; }
   std::optional<std::string_view> client_conversation() const override { return std::nullopt; }
   std::span<const int32_t> context_tokens() const override { return context_; }
@@ -78,6 +83,7 @@ class MemArtPolicy : public MemoryPolicy {
   std::vector<int32_t> context_;
   Json report_;
   std::vector<std::vector<RowSpan>> rows_read_;  // (n_layers) of the last turn
+  Json block_ranks_ = Json::array();             // Detail()'s "ranks" of the last turn
 };
 
 }  // namespace kvmem::memory
