@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <latch>
 #include <memory>
 #include <thread>
 
@@ -142,8 +143,12 @@ TEST_P(ForwardManyTest, ConcurrentCallersGetWhatTheyGetAlone) {
   }
   std::vector<std::vector<float>> got(kSeqs);
   std::vector<std::thread> threads;
+  // All callers start together: on a loaded machine (a sanitizer build beside other tests) a
+  // thread started late could otherwise decode alone after the others finished.
+  std::latch start(kSeqs);
   for (int i = 0; i < kSeqs; ++i) {
     threads.emplace_back([&, i] {
+      start.arrive_and_wait();
       StepBatcher::Scope scope(/*group=*/i % 2, /*member=*/i);
       auto fwd = [&](kv::KvSequence* s, std::span<const int32_t> t, int64_t pos,
                      std::vector<float>* l) { return batcher.Forward(s, t, pos, false, l); };
