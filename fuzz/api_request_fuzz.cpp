@@ -68,6 +68,13 @@ class OneRecordBackend : public serve::Backend {
   Result<nlohmann::json> RebuildAgent(const std::string&, const std::string&) override {
     return Unsupported("fuzz");
   }
+  Result<memory::AgentMemoryView> InspectAgent(const std::string&, const std::string&) override {
+    return Unsupported("fuzz");
+  }
+  Result<std::vector<memory::TurnRecord>> AgentTurns(const std::string&,
+                                                     const std::string&) override {
+    return Unsupported("fuzz");
+  }
   Status PutResponse(const std::string&, const std::string&, const nlohmann::json&) override {
     return Status::Ok();
   }
