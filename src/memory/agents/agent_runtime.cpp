@@ -603,15 +603,19 @@ Result<std::string> AgentRuntime::ConversationText(const store::AgentKey& key) {
   return std::string(slot->policy->text());
 }
 
+Result<Tier> AgentRuntime::AcquireExisting(const store::AgentKey& key, Slot& slot) {
+  const bool exists =
+      slot.policy != nullptr || slot.created || (store_ != nullptr && store_->Contains(key));
+  if (!exists) return NotFound("no agent '" + key.id + "'");
+  double load_seconds = 0;
+  return Acquire(&key, slot, &load_seconds);
+}
+
 Result<AgentMemoryView> AgentRuntime::Inspect(const store::AgentKey& key) {
   KVMEM_RETURN_IF_ERROR(store::ValidateAgentKey(key));
   std::shared_ptr<Slot> slot = GetSlot(key);
   Turn turn(*slot);
-  const bool exists =
-      slot->policy != nullptr || slot->created || (store_ != nullptr && store_->Contains(key));
-  if (!exists) return NotFound("no agent '" + key.id + "'");
-  double load_seconds = 0;
-  KVMEM_ASSIGN_OR_RETURN(slot->arrival, Acquire(&key, *slot, &load_seconds));
+  KVMEM_ASSIGN_OR_RETURN(slot->arrival, AcquireExisting(key, *slot));
   if (slot->arrival == Tier::kMiss) slot->arrival = Tier::kHot;  // nothing cached yet
   const MemoryPolicy& policy = *slot->policy;
   AgentMemoryView v;
@@ -703,11 +707,7 @@ Result<Json> AgentRuntime::Rebuild(const store::AgentKey& key) {
   KVMEM_RETURN_IF_ERROR(store::ValidateAgentKey(key));
   std::shared_ptr<Slot> slot = GetSlot(key);
   Turn turn(*slot);
-  const bool exists =
-      slot->policy != nullptr || slot->created || (store_ != nullptr && store_->Contains(key));
-  if (!exists) return NotFound("no agent '" + key.id + "'");
-  double load_seconds = 0;
-  KVMEM_RETURN_IF_ERROR(Acquire(&key, *slot, &load_seconds).status());
+  KVMEM_RETURN_IF_ERROR(AcquireExisting(key, *slot).status());
   MemoryPolicy& policy = *slot->policy;
   KVMEM_ASSIGN_OR_RETURN(Json done, policy.Rebuild());
   slot->hot_bytes = static_cast<int64_t>(policy.bytes_in_use());

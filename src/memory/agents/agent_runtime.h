@@ -181,6 +181,9 @@ class AgentRuntime {
   // extra_rows: pool room beyond what the policy needs (the forks of n > 1 choices).
   Result<Tier> Acquire(const store::AgentKey* key, Slot& slot, double* load_seconds,
                        int64_t extra_rows = 0);
+  // Acquire for an operation on an agent that must exist (inspect, rebuild): NotFound when it
+  // has no memory in RAM or in the store.
+  Result<Tier> AcquireExisting(const store::AgentKey& key, Slot& slot);
   // A new memory with the slot's spec in a new pool.
   Status CreateMemory(Slot& slot, int64_t extra_rows);
   // The stored memory of `key` (or its checkpoint) into the slot; NotFound when there is none.
