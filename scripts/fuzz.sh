@@ -4,7 +4,9 @@
 # (cov: edges, ft: features), corpus size, findings. Exits non-zero on the first finding; the
 # input that found it is in build-fuzz/findings/ (fuzz/README.md says how to replay it).
 #   scripts/fuzz.sh [SECONDS] [TARGET...]    default 20 s, every target
-# scripts/test.sh runs it for 20 s per target; scripts/test.sh --long for FUZZ_SECONDS (600).
+#   FUZZ_SEED=N                              libFuzzer's -seed (default 0: a random one)
+# scripts/test.sh runs it for 20 s per target with seed 1, so that CI replays the same inputs
+# as a run here; scripts/test.sh --long for FUZZ_SECONDS (600) with random seeds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-20}"
@@ -41,7 +43,7 @@ for t in "${targets[@]}"; do
   log="build-fuzz/logs/$t.log"
   mkdir -p "$corpus"
   args=(-max_total_time="$seconds" -max_len="${max_len[$t]}" -dict="fuzz/${t%_fuzz}.dict"
-        -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
+        -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 -seed="${FUZZ_SEED:-0}"
         -artifact_prefix="build-fuzz/findings/$t-")
   echo "== $t: ${seconds}s"
   status=0

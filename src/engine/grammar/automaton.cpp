@@ -33,16 +33,14 @@ Automaton::Automaton(std::shared_ptr<const Grammar> grammar) : g_(std::move(gram
 bool Automaton::Expand(Stack stack, std::vector<Stack>* out, int* work) {
   for (;;) {
     if (++*work > kMaxExpandWork) return false;
-    if (stack.empty()) {
+    const int32_t pos = stack.empty() ? -1 : stack.back();
+    if (pos < 0 || g_->element(pos).kind == Element::Kind::kChars) {
+      *work += static_cast<int>(stack.size());  // the entries this state will hold
+      if (*work > kMaxExpandWork) return false;
       out->push_back(std::move(stack));
       return true;
     }
-    const int32_t pos = stack.back();
     const Element& e = g_->element(pos);
-    if (e.kind == Element::Kind::kChars) {
-      out->push_back(std::move(stack));
-      return true;
-    }
     stack.pop_back();
     if (e.kind == Element::Kind::kEnd) continue;
     if (g_->element(pos + 1).kind != Element::Kind::kEnd) stack.push_back(pos + 1);
@@ -139,20 +137,24 @@ int32_t Automaton::Intern(State s) {
   if (!inserted) return it->second;
   s.complete = s.need == 0 && !s.stacks.empty() && s.stacks.front().empty();
   s.can_continue = s.stacks.size() > (s.complete ? 1u : 0u);
+  for (const Stack& st : s.stacks) cached_entries_ += st.size();
   states_.push_back(std::move(s));
   trans_.resize(states_.size() * 256, kUnknown);
   loops_.push_back(-1);
   return it->second;
 }
 
-int32_t Automaton::Compact(int32_t keep) {
-  State s = std::move(states_[keep]);
+void Automaton::Compact(std::span<int32_t> keep) {
+  std::vector<State> old = std::move(states_);
   states_.clear();
   trans_.clear();
   loops_.clear();
   ids_.clear();
+  cached_entries_ = 0;
   start_ = Intern(start_state_);
-  return Intern(std::move(s));
+  for (int32_t& id : keep) {
+    if (id != kDead) id = Intern(old[static_cast<size_t>(id)]);  // a repeated id interns once
+  }
 }
 
 }  // namespace kvmem::engine::grammar

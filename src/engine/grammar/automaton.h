@@ -18,15 +18,18 @@
 //
 // States are interned by content and Step() caches (state, byte) -> state in a dense table, so a
 // state seen before costs one load per byte: inside a JSON string almost every byte returns to
-// the same state. Bounded: a step whose expansion work passes kMaxExpandWork, or a stack deeper
-// than kMaxStackDepth, is refused (a pathological or too deeply nested parse ends, it does not
-// hang), and Compact() drops the cache when it grows past kMaxStates.
+// the same state. Bounded: a step whose work (element visits plus stack entries written) passes
+// kMaxExpandWork, or a stack deeper than kMaxStackDepth, is refused (a pathological, ambiguous or
+// too deeply nested parse ends, it does not hang), so one state holds at most kMaxExpandWork
+// entries; and the owner calls Compact() when the cache passes kMaxStates states or
+// kMaxCachedEntries stack entries in all (over_budget()).
 //
 // Not thread-safe (Step mutates the cache); one per Matcher.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -36,8 +39,9 @@
 namespace kvmem::engine::grammar {
 
 inline constexpr int kMaxStackDepth = 4096;
-inline constexpr int kMaxExpandWork = 200000;  // element visits in one step
-inline constexpr size_t kMaxStates = 16384;    // cached states before Compact (1 KiB each)
+inline constexpr int kMaxExpandWork = 100000;  // element visits + stack entries in one step
+inline constexpr size_t kMaxStates = 16384;    // cached states before Compact
+inline constexpr size_t kMaxCachedEntries = size_t{1} << 22;  // 16 MiB of stacks (and as much key)
 
 class Automaton {
  public:
@@ -69,8 +73,12 @@ class Automaton {
   bool LoopsOnFreeText(int32_t state);
 
   size_t n_states() const { return states_.size(); }
-  // Forgets every state except `keep` and the start; returns the new id of `keep`.
-  int32_t Compact(int32_t keep);
+  // The cache has passed kMaxStates or kMaxCachedEntries: time to Compact().
+  bool over_budget() const {
+    return states_.size() > kMaxStates || cached_entries_ > kMaxCachedEntries;
+  }
+  // Forgets every state except the start and those in `keep`, whose ids it rewrites in place.
+  void Compact(std::span<int32_t> keep);
 
  private:
   static constexpr int32_t kUnknown = -2;
@@ -97,6 +105,7 @@ class Automaton {
   std::vector<int32_t> trans_;  // (n_states, 256): next state, kDead or kUnknown
   std::vector<int8_t> loops_;   // (n_states): LoopsOnFreeText, -1 until known
   std::unordered_map<std::string, int32_t> ids_;  // serialized state -> id
+  size_t cached_entries_ = 0;                      // stack entries in states_
   State start_state_;
   int32_t start_ = kDead;
 };

@@ -1,5 +1,6 @@
 #include "engine/grammar/matcher.h"
 
+#include <span>
 #include <utility>
 
 namespace kvmem::engine::grammar {
@@ -16,7 +17,7 @@ bool Matcher::IsComplete() const { return !finished_ && automaton_.IsComplete(st
 bool Matcher::CanContinue() const { return !finished_ && automaton_.CanContinue(state_); }
 
 void Matcher::MaybeCompact() {
-  if (automaton_.n_states() > kMaxStates) state_ = automaton_.Compact(state_);
+  if (automaton_.over_budget()) automaton_.Compact(std::span(&state_, 1));
 }
 
 bool Matcher::AcceptBytes(std::string_view bytes) {
@@ -68,6 +69,10 @@ void Matcher::FillMask(const TokenTable& table, TokenMask* mask) {
       continue;
     }
     walk_[node.depth] = s;
+    if (automaton_.over_budget()) {  // a walk of a pathological grammar: keep only its path
+      automaton_.Compact(std::span(walk_).first(static_cast<size_t>(node.depth) + 1));
+      state_ = walk_[0];
+    }
     for (int32_t k = node.tokens_begin, end = table.tokens_end(i); k < end; ++k) mask->Set(ids[k]);
     ++i;
   }

@@ -226,5 +226,53 @@ TEST(Matcher, AStartPastTheExpansionBudgetAllowsNoToken) {
   EXPECT_FALSE(m.AcceptBytes("a"));
 }
 
+TEST(Matcher, ExplodingAmbiguityIsBoundedAndItsMaskExact) {
+  // gbnf_fuzz's timeout: every byte may open one more nested `root`, so the stacks multiply
+  // with each byte. A step's work counts the stack entries it writes (kMaxExpandWork), so the
+  // parse ends refused instead of growing without bound, and the mask, whose walk compacts
+  // the cache when it passes its budget, stays exact until then.
+  auto g = Compile(R"(root ::= [^a\\^] root {,6} .+)");
+  int32_t eog = 0;
+  const TokenTable table = TestVocab(&eog);
+  Matcher m(g);
+  std::string text;
+  while (text.size() < 4096 && m.AcceptBytes("x")) {
+    text += "x";
+    if (text.size() % 4 == 0) ExpectMaskExact(m, table, text);
+  }
+  EXPECT_LT(text.size(), 4096u);
+  EXPECT_GT(text.size(), 4u);
+  EXPECT_FALSE(Matcher(g).AcceptBytes(text + "x"));
+}
+
+TEST(Matcher, AMaskWalkPastTheCacheBudgetStaysExact) {
+  // Each printable byte is one more of at most 10000, so every step is a new state and a
+  // mask's walk adds one per length of its printable tokens: near kMaxStates steps a walk
+  // passes the budget and compacts the cache in its middle, keeping its path. After the ";"
+  // the mask is the hand-computed one: the printable pieces, and the end of generation.
+  Matcher m(Compile(R"(root ::= [ -:<-~]{0,10000} ";" [ -~]{0,10000})"));
+  int32_t eog = 0;
+  const TokenTable table = TestVocab(&eog);
+  const auto printable = [&](int32_t id) {
+    const std::string_view piece = table.piece(id);
+    if (piece.empty() || table.is_eog(id)) return false;
+    for (char c : piece) {
+      if (c < ' ' || c > '~') return false;
+    }
+    return true;
+  };
+  TokenMask mask;
+  static_assert(kMaxStates > 10064 && kMaxStates < 20000);
+  for (size_t k = 0; k < kMaxStates + 64; ++k) {
+    if (k + 64 >= kMaxStates) {
+      m.FillMask(table, &mask);
+      for (int32_t id = 0; id < table.vocab_size(); ++id) {
+        ASSERT_EQ(mask.Test(id), table.is_eog(id) || printable(id)) << "token " << id << " at " << k;
+      }
+    }
+    ASSERT_TRUE(m.AcceptBytes(k == 10000 ? ";" : "a"));
+  }
+}
+
 }  // namespace
 }  // namespace kvmem::engine::grammar
