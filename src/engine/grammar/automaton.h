@@ -105,7 +105,7 @@ class Automaton {
   std::vector<int32_t> trans_;  // (n_states, 256): next state, kDead or kUnknown
   std::vector<int8_t> loops_;   // (n_states): LoopsOnFreeText, -1 until known
   std::unordered_map<std::string, int32_t> ids_;  // serialized state -> id
-  size_t cached_entries_ = 0;                      // stack entries in states_
+  size_t cached_entries_ = 0;                     // stack entries in states_
   State start_state_;
   int32_t start_ = kDead;
 };

@@ -267,7 +267,8 @@ TEST(Matcher, AMaskWalkPastTheCacheBudgetStaysExact) {
     if (k + 64 >= kMaxStates) {
       m.FillMask(table, &mask);
       for (int32_t id = 0; id < table.vocab_size(); ++id) {
-        ASSERT_EQ(mask.Test(id), table.is_eog(id) || printable(id)) << "token " << id << " at " << k;
+        ASSERT_EQ(mask.Test(id), table.is_eog(id) || printable(id))
+            << "token " << id << " at " << k;
       }
     }
     ASSERT_TRUE(m.AcceptBytes(k == 10000 ? ";" : "a"));
