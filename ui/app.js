@@ -268,7 +268,9 @@ function renderTurns(turns) {
   for (const t of [...turns].reverse()) {
     const div = el("div", null, "turn");
     div.append(el("strong", "turn " + t.turn + " · " + new Date(t.created_ms).toLocaleTimeString()),
-               el("div", t.prompt_tokens + " prompt tokens, " + t.cached_tokens + " cached", "facts"),
+               el("div", t.prompt_tokens + " prompt tokens, " + t.cached_tokens + " cached · memory " +
+                  t.tier + (t.tier === "warm" ? " (loaded in " + t.load_ms.toFixed(1) + " ms)" : ""),
+                  "facts"),
                el("div", scalarFacts(t.report), "facts"));
     const r = t.report || {};
     if (Number.isInteger(r.episode)) {

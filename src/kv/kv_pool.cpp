@@ -229,36 +229,54 @@ KvPool::RawLayer KvPool::raw_layer(int32_t block, int layer) const {
 
 Status KvPool::LoadLayer(int32_t block, int layer, std::span<const uint8_t> data,
                          std::span<const uint16_t> staging, int32_t n_rows) {
-  Block& b = blocks_[block];
-  assert(b.used && layer >= 0 && layer < geo_.n_layers);
-  if (n_rows < 0 || n_rows > geo_.block_rows) {
-    return InvalidArgument("KV layer of " + std::to_string(n_rows) + " rows in a block of " +
-                           std::to_string(geo_.block_rows));
-  }
+  KVMEM_RETURN_IF_ERROR(CheckLoad(n_rows, staging.size()));
   if (data.size() != layer_bytes_) {
     return InvalidArgument("KV layer data of " + std::to_string(data.size()) +
                            " bytes, expected " + std::to_string(layer_bytes_));
   }
-  const bool needs_staging = kivi() && QuantizedRows(n_rows) < n_rows;
-  const size_t staging_elems = static_cast<size_t>(geo_.n_kv_heads) * kGroup * geo_.head_dim_k;
-  if (staging.size() != (needs_staging ? staging_elems : 0)) {
-    return InvalidArgument("KV layer staging of " + std::to_string(staging.size()) +
-                           " values, expected " +
-                           std::to_string(needs_staging ? staging_elems : 0));
-  }
+  const std::span<uint8_t> storage = LoadLayerStorage(block, layer);
+  std::copy(data.begin(), data.end(), storage.begin());
+  return CommitLoadedLayer(block, layer, staging, n_rows);
+}
+
+std::span<uint8_t> KvPool::LoadLayerStorage(int32_t block, int layer) {
+  Block& b = blocks_[block];
+  assert(b.used && layer >= 0 && layer < geo_.n_layers);
   if (!b.layers[layer]) {
     std::lock_guard<std::mutex> lock(mu_);
     b.layers[layer] = TakeLayerStorage();
     ++layers_in_use_;
     peak_layers_in_use_ = std::max(peak_layers_in_use_, layers_in_use_);
   }
-  std::copy(data.begin(), data.end(), b.layers[layer].get());
-  if (needs_staging) {
+  return {b.layers[layer].get(), layer_bytes_};
+}
+
+Status KvPool::CommitLoadedLayer(int32_t block, int layer, std::span<const uint16_t> staging,
+                                 int32_t n_rows) {
+  Block& b = blocks_[block];
+  assert(b.used && layer >= 0 && layer < geo_.n_layers && b.layers[layer]);
+  KVMEM_RETURN_IF_ERROR(CheckLoad(n_rows, staging.size()));
+  if (kivi() && QuantizedRows(n_rows) < n_rows) {
     if (!b.staging) b.staging.reset(new uint16_t[staging_elems_]);
     std::copy(staging.begin(), staging.end(), Staging(b, layer, 0));
   }
   b.written[layer] = n_rows;
   MaybeFreeStaging(b);
+  return Status::Ok();
+}
+
+Status KvPool::CheckLoad(int32_t n_rows, size_t staging_size) const {
+  if (n_rows < 0 || n_rows > geo_.block_rows) {
+    return InvalidArgument("KV layer of " + std::to_string(n_rows) + " rows in a block of " +
+                           std::to_string(geo_.block_rows));
+  }
+  const bool needs_staging = kivi() && QuantizedRows(n_rows) < n_rows;
+  const size_t want =
+      needs_staging ? static_cast<size_t>(geo_.n_kv_heads) * kGroup * geo_.head_dim_k : 0;
+  if (staging_size != want) {
+    return InvalidArgument("KV layer staging of " + std::to_string(staging_size) +
+                           " values, expected " + std::to_string(want));
+  }
   return Status::Ok();
 }
 

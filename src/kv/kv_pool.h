@@ -136,6 +136,13 @@ class KvPool {
   // would give it (kivi4, n_rows not a multiple of 32). Fails on any size mismatch.
   Status LoadLayer(int32_t block, int layer, std::span<const uint8_t> data,
                    std::span<const uint16_t> staging, int32_t n_rows);
+  // LoadLayer in place, for a reader that reads the bytes straight into the pool:
+  // LoadLayerStorage gives the layer's storage (layer_bytes(), taken when the layer has none)
+  // to be filled with what raw_layer() gave; CommitLoadedLayer then checks and makes rows
+  // [0, n_rows) written as LoadLayer does. Until the commit the layer's rows are as before.
+  std::span<uint8_t> LoadLayerStorage(int32_t block, int layer);
+  Status CommitLoadedLayer(int32_t block, int layer, std::span<const uint16_t> staging,
+                           int32_t n_rows);
 
   // Raw rows of a pool whose K (V) format is f16, for tests and tools: (block_rows, head_dim_k)
   // keys (head_dim_v values) of one layer and KV head. Only rows already written hold data.
@@ -198,6 +205,8 @@ class KvPool {
   };
   bool kivi() const { return layout_.k == kernels::KType::kKivi4; }
   LayerData TakeLayerStorage();
+  // LoadLayer's checks of a row count and a staging size.
+  Status CheckLoad(int32_t n_rows, size_t staging_size) const;
   // kivi4: frees b's staging once no layer with storage can have rows outside whole groups.
   void MaybeFreeStaging(Block& b) const;
   uint8_t* KData(Block& b, int layer, int head) const;

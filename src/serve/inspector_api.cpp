@@ -28,6 +28,8 @@ std::string AgentTurnsJson(const std::string& id, const std::vector<memory::Turn
                     {"created_ms", t.at_unix_ms},
                     {"prompt_tokens", t.prompt_tokens},
                     {"cached_tokens", t.cached_tokens},
+                    {"tier", memory::TierName(t.tier)},
+                    {"load_ms", t.load_ms},
                     {"report", t.report},
                     {"detail", t.detail}});
   }

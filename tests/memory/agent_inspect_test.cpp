@@ -48,6 +48,33 @@ std::vector<std::pair<size_t, size_t>> Ranges(const Json& flat, size_t size) {
   return out;
 }
 
+TEST_F(AgentInspectTest, TurnsSayWhereTheMemoryCameFrom) {
+  std::string conversation = "Turn 0: hello.\n", reply;
+  {
+    auto rt = Runtime();
+    Turn(*rt, &ada_, conversation, &reply, 2);
+    conversation += reply + "Turn 1: again.\n";
+    Turn(*rt, &ada_, conversation, &reply, 2);
+    auto turns = rt->RecentTurns(ada_);
+    ASSERT_TRUE(turns.ok()) << turns.status().ToString();
+    ASSERT_EQ(turns->size(), 2u);
+    EXPECT_EQ((*turns)[0].tier, Tier::kMiss);
+    EXPECT_EQ((*turns)[1].tier, Tier::kHot);
+    EXPECT_EQ((*turns)[0].load_ms, 0);
+    EXPECT_EQ((*turns)[1].load_ms, 0);
+  }
+  // A new runtime over the same store (a restarted server) reads the agent from disk.
+  auto rt = Runtime();
+  conversation += reply + "Turn 2: still here?\n";
+  const TurnResult r = Turn(*rt, &ada_, conversation, &reply, 2);
+  EXPECT_GT(r.prompt.cached_tokens, 0);
+  auto turns = rt->RecentTurns(ada_);
+  ASSERT_TRUE(turns.ok()) << turns.status().ToString();
+  ASSERT_EQ(turns->size(), 1u);
+  EXPECT_EQ((*turns)[0].tier, Tier::kWarm);
+  EXPECT_GT((*turns)[0].load_ms, 0);
+}
+
 TEST_F(AgentInspectTest, FullMemoryIsItsWholeTextAndTurnsAreBounded) {
   auto rt = Runtime();
   EXPECT_EQ(rt->Inspect(ada_).status().code(), ErrorCode::kNotFound);

@@ -78,6 +78,44 @@ TEST(AgentStoreTest, RoundTripEveryFormat) {
 
 // The memory policy travels in the manifest: read alone, listed, and loaded with the rows; an
 // agent saved without one is full (manifests written before policies existed read the same).
+// A long agent: its blocks load a window at a time (32) with their data read on several threads;
+// the rows come back exactly, and a damaged block in the second window fails the whole load.
+TEST(AgentStoreTest, ManyBlocksLoadExactlyAndADamagedOneFailsAll) {
+  TempDir dir;
+  AgentStore store = OpenStore(dir);
+  std::mt19937 rng(3);
+  const kv::KvGeometry g = Geometry(/*block_rows=*/8);
+  const kv::KvFormats formats{kv::KvFormat::kKivi4, kv::KvFormat::kQ8_0};
+  const int n = 70 * 8 + 5;  // 71 blocks, the last partial (kivi4 staging)
+  kv::KvPool src_pool(g, 80, formats);
+  kv::KvSequence src(&src_pool);
+  AppendRandomRows(&src, n, /*first_pos=*/0, &rng);
+  const AgentKey key{"acme", "long"};
+  ASSERT_TRUE(store.Save(key, src, Tokens(n), "long").ok());
+
+  kv::KvPool dst_pool(g, 80, formats);
+  kv::KvSequence dst(&dst_pool);
+  AgentRecord rec;
+  Status st = store.Load(key, &dst, &rec);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(rec.blocks, 71);
+  ExpectSameRows(src, dst);
+
+  const std::vector<std::string> files = BlockFiles(Manifest(store, key));
+  const std::string path = store.AgentDir(key) + "/" + files[40];
+  std::vector<uint8_t> bytes = testing::ReadAll(path);
+  bytes[bytes.size() / 2] ^= 1;
+  testing::WriteAll(path, bytes);
+  dst.Clear();
+  kv::KvSequence again(&dst_pool);
+  st = store.Load(key, &again, &rec);
+  EXPECT_EQ(st.code(), ErrorCode::kCorrupt) << st.ToString();
+  EXPECT_NE(st.message().find("block 40"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("checksum"), std::string::npos) << st.message();
+  EXPECT_EQ(again.n_rows(), 0);
+  EXPECT_EQ(dst_pool.blocks_in_use(), 0);
+}
+
 TEST(AgentStoreTest, MemoryPolicyRoundTrips) {
   TempDir dir;
   AgentStore store = OpenStore(dir);

@@ -3,9 +3,11 @@
 // also be cut short (at most half the bytes asked for, the caller must loop). fsync can be made
 // a no-op: these tests stop the process, they do not cut the power, and real fsyncs made a loop
 // over a few hundred fault points take most of a minute. Header-only.
-// Not thread-safe: one test thread drives the store.
+// Arm it (FailNth) from one thread; the calls it counts may come from several (a load reads
+// blocks on several threads), so the count is atomic.
 #pragma once
 
+#include <atomic>
 #include <cerrno>
 #include <cstdint>
 
@@ -46,8 +48,8 @@ class FaultyFs : public FileOps {
   int Open(const char* path, int flags, mode_t mode) override {
     return Fail(FsCall::kOpen) ? -1 : FileOps::Open(path, flags, mode);
   }
-  ssize_t Read(int fd, void* buf, size_t n) override {
-    return Fail(FsCall::kRead) ? -1 : FileOps::Read(fd, buf, n);
+  ssize_t Pread(int fd, void* buf, size_t n, off_t offset) override {
+    return Fail(FsCall::kRead) ? -1 : FileOps::Pread(fd, buf, n, offset);
   }
   ssize_t Write(int fd, const void* buf, size_t n) override {
     if (Fail(FsCall::kWrite)) return -1;
@@ -87,8 +89,8 @@ class FaultyFs : public FileOps {
   int64_t fail_at_ = 0;
   FsCall kind_ = FsCall::kAny;
   int error_ = EIO;
-  int64_t count_ = 0;
-  bool fired_ = false;
+  std::atomic<int64_t> count_ = 0;
+  std::atomic<bool> fired_ = false;
   bool short_writes_ = false;
   bool real_fsync_ = true;
 };

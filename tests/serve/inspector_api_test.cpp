@@ -46,6 +46,8 @@ TEST(InspectorApi, TurnsJsonListsTheRecordsOldestFirst) {
                                                   .at_unix_ms = 6,
                                                   .prompt_tokens = 12,
                                                   .cached_tokens = 4,
+                                                  .tier = memory::Tier::kWarm,
+                                                  .load_ms = 3.5,
                                                   .report = {{"episode", 1}},
                                                   .detail = {{"ranks", Json::array()}}}};
   const Json j = Json::parse(AgentTurnsJson("ada", turns));
@@ -53,8 +55,11 @@ TEST(InspectorApi, TurnsJsonListsTheRecordsOldestFirst) {
   EXPECT_EQ(j["object"], "list");
   ASSERT_EQ(j["data"].size(), 2u);
   EXPECT_EQ(j["data"][0], Json::parse(R"({"object": "agent.turn", "turn": 1, "created_ms": 5,
-    "prompt_tokens": 9, "cached_tokens": 0, "report": {"blocks": []}, "detail": null})"));
+    "prompt_tokens": 9, "cached_tokens": 0, "tier": "miss", "load_ms": 0,
+    "report": {"blocks": []}, "detail": null})"));
   EXPECT_EQ(j["data"][1]["cached_tokens"], 4);
+  EXPECT_EQ(j["data"][1]["tier"], "warm");
+  EXPECT_EQ(j["data"][1]["load_ms"], 3.5);
   EXPECT_EQ(j["data"][1]["report"]["episode"], 1);
 }
 

@@ -397,6 +397,8 @@ Result<TurnResult> AgentRuntime::RunTurn(const store::AgentKey* key, std::string
     TurnRecord record{.at_unix_ms = NowUnixMs(),
                       .prompt_tokens = r.prompt.prompt_tokens,
                       .cached_tokens = r.prompt.cached_tokens,
+                      .tier = r.prompt.tier,
+                      .load_ms = r.prompt.load_seconds * 1e3,
                       .report = r.memory_report,
                       .detail = BoundedDetail(policy.Detail())};
     std::lock_guard<std::mutex> l(slot->mu);

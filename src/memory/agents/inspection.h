@@ -8,6 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "memory/agents/tier.h"
+
 namespace kvmem::memory {
 
 // An agent's memory as it is between turns, for the inspector (GET /v1/agents/{id}/memory).
@@ -24,6 +26,8 @@ struct TurnRecord {
   int64_t at_unix_ms = 0;
   int64_t prompt_tokens = 0;
   int64_t cached_tokens = 0;
+  Tier tier = Tier::kMiss;  // where the memory came from
+  double load_ms = 0;       // reading it from the store (a warm turn)
   nlohmann::json report;  // MemoryPolicy::Report()
   // MemoryPolicy::Detail(): what the turn read, in full; {"omitted": why} when it holds more
   // than kMaxDetailValues values (per layer and KV head lists of a long history).

@@ -1,7 +1,11 @@
 // AgentStore::Load: verify the manifest against the key, the model and the live pool, then
-// decode, verify and apply one block at a time; on any failure the sequence is cleared.
+// load the blocks (block_file.h's BlockLoad: read straight into the pool, verified), their data
+// on several threads; on any failure the sequence is cleared.
 #include <algorithm>
-#include <limits>
+#include <atomic>
+#include <system_error>
+#include <thread>
+#include <vector>
 
 #include "memory/store/agent_store.h"
 #include "memory/store/agent_store_state.h"
@@ -51,33 +55,32 @@ Status CheckAgainstLive(const AgentManifest& m, const AgentKey& key, const Store
   return Status::Ok();
 }
 
-// Appends the block's rows to seq (runs of consecutive positions become view runs at those
-// positions), fills their layers and positions, and releases the layers stored as absent.
-Status ApplyBlock(const DecodedBlock& d, kv::KvSequence* seq) {
-  kv::KvPool* pool = seq->pool();
-  const int32_t n = static_cast<int32_t>(d.positions.size());
-  int32_t block = -1;
-  for (int32_t i = 0; i < n;) {
-    int32_t j = i + 1;
-    while (j < n && d.positions[j - 1] != std::numeric_limits<int64_t>::max() &&
-           d.positions[j] == d.positions[j - 1] + 1) {
-      ++j;
+// Blocks a load holds open at once (one file descriptor each).
+constexpr size_t kLoadWindow = 32;
+// Threads a load reads with: copying from the page cache is bound by a core, not by memory.
+constexpr unsigned kLoadThreads = 4;
+
+// BlockLoad::ReadData of every load, on up to kLoadThreads threads (the caller's included); the
+// status of each.
+std::vector<Status> ReadAll(std::vector<BlockLoad>& loads) {
+  std::vector<Status> out(loads.size());
+  std::atomic<size_t> next{0};
+  const auto work = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < loads.size();) out[i] = loads[i].ReadData();
+  };
+  const unsigned want = std::min<size_t>(
+      {kLoadThreads, std::max(1u, std::thread::hardware_concurrency()), loads.size()});
+  std::vector<std::thread> helpers;
+  for (unsigned t = 1; t < want; ++t) {
+    try {
+      helpers.emplace_back(work);
+    } catch (const std::system_error&) {
+      break;  // no thread to be had: the others do the work
     }
-    KVMEM_ASSIGN_OR_RETURN(std::vector<kv::RowRef> rows, seq->AppendRows(j - i, d.positions[i]));
-    block = rows.front().block;
-    i = j;
   }
-  for (int32_t r = 0; r < n; ++r) pool->set_rotated_pos({block, r}, d.positions[r]);
-  for (int l = 0; l < static_cast<int>(d.layers.size()); ++l) {
-    const DecodedBlock::Layer& layer = d.layers[l];
-    if (layer.released) {
-      seq->view().Hide({block, 0}, pool->geometry().block_rows, l);
-      pool->ReleaseLayer(block, l);
-      continue;
-    }
-    KVMEM_RETURN_IF_ERROR(pool->LoadLayer(block, l, layer.data, layer.staging, n));
-  }
-  return Status::Ok();
+  work();
+  for (std::thread& t : helpers) t.join();
+  return out;
 }
 
 }  // namespace
@@ -114,36 +117,53 @@ Status AgentStore::Load(const AgentKey& key, kv::KvSequence* seq, AgentRecord* o
   const int block_rows = m->geometry.block_rows;
   std::vector<int64_t> release_cut(m->geometry.n_layers, kv::kNoPosition);
   std::vector<bool> kept_before(m->geometry.n_layers, false);  // a block keeping the layer seen
-  std::vector<uint8_t> file;
   uint64_t bytes_read = 0;
-  for (size_t i = 0; i < m->blocks.size(); ++i) {
-    const BlockEntry& entry = m->blocks[i];
-    const BlockIdentity id{
-        m->model_fingerprint,
-        std::span<const int32_t>(m->tokens).subspan(i * block_rows, entry.n_rows), std::nullopt};
-    Status st = ReadFileNoFollow(dir, entry.file, entry.bytes, &file, state_->fs());
-    // A block the manifest names is part of the cache: its absence is damage, not "no cache".
-    if (st.code() == ErrorCode::kNotFound) st = Corrupt("block file missing: " + st.message());
-    Result<DecodedBlock> d =
-        st.ok() ? DecodeBlock(file, entry, id, *seq->pool()) : Result<DecodedBlock>(st);
-    if (d.ok()) st = ApplyBlock(*d, seq);
-    if (!d.ok() || !st.ok()) {
+  // A window of blocks at a time: they start in order (rows appended), their data is read on
+  // several threads, then they finish in order.
+  for (size_t w = 0; w < m->blocks.size(); w += kLoadWindow) {
+    const size_t end = std::min(m->blocks.size(), w + kLoadWindow);
+    const auto fail = [&](size_t i, const Status& st) {
       seq->Clear();
-      return (d.ok() ? st : d.status())
-          .WithContext(where + ", block " + std::to_string(i) + " ('" + entry.file + "')");
-    }
-    // A leading run of releases is the window's (the sequence keeps account of it); a layer
-    // released after a block that keeps it is storage a policy gave back.
-    for (int l = 0; l < m->geometry.n_layers; ++l) {
-      const bool released = std::binary_search(entry.released_layers.begin(),
-                                               entry.released_layers.end(), l);
-      if (!released) {
-        kept_before[l] = true;
-      } else if (!kept_before[l]) {
-        for (int64_t p : d->positions) release_cut[l] = std::max(release_cut[l], p);
+      return st.WithContext(where + ", block " + std::to_string(i) + " ('" + m->blocks[i].file +
+                            "')");
+    };
+    std::vector<BlockLoad> loads;
+    loads.reserve(end - w);
+    for (size_t i = w; i < end; ++i) {
+      const BlockEntry& entry = m->blocks[i];
+      const BlockIdentity id{
+          m->model_fingerprint,
+          std::span<const int32_t>(m->tokens).subspan(i * block_rows, entry.n_rows), std::nullopt};
+      Result<ReadOnlyFile> file = ReadOnlyFile::Open(dir, entry.file, state_->fs());
+      if (!file.ok()) {
+        // A block the manifest names is part of the cache: its absence is damage, not "no cache".
+        const Status& st = file.status();
+        return fail(i, st.code() == ErrorCode::kNotFound
+                           ? Corrupt("block file missing: " + st.message())
+                           : st);
       }
+      Result<BlockLoad> load = BlockLoad::Start(std::move(*file), entry, id, seq);
+      if (!load.ok()) return fail(i, load.status());
+      loads.push_back(std::move(*load));
     }
-    bytes_read += file.size();
+    const std::vector<Status> read = ReadAll(loads);
+    for (size_t i = w; i < end; ++i) {
+      BlockLoad& load = loads[i - w];
+      Status st = read[i - w];
+      if (st.ok()) st = load.Finish(seq);
+      if (!st.ok()) return fail(i, st);
+      // A leading run of releases is the window's (the sequence keeps account of it); a layer
+      // released after a block that keeps it is storage a policy gave back.
+      const std::vector<int>& released = m->blocks[i].released_layers;
+      for (int l = 0; l < m->geometry.n_layers; ++l) {
+        if (!std::binary_search(released.begin(), released.end(), l)) {
+          kept_before[l] = true;
+        } else if (!kept_before[l]) {
+          for (int64_t p : load.positions()) release_cut[l] = std::max(release_cut[l], p);
+        }
+      }
+      bytes_read += load.bytes();
+    }
   }
   // The sequence's own bookkeeping of released layers (the forward pass checks it); storage
   // was given back block by block above.

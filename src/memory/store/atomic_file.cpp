@@ -133,10 +133,10 @@ Result<int> RemoveLeftoverTemps(const std::string& dir, FileOps& ops) {
   return removed;
 }
 
-Status ReadFileNoFollow(const std::string& dir, std::string_view name, uint64_t max_bytes,
-                        std::vector<uint8_t>* out, FileOps& ops) {
+Result<ReadOnlyFile> ReadOnlyFile::Open(const std::string& dir, std::string_view name,
+                                       FileOps& ops) {
   KVMEM_RETURN_IF_ERROR(CheckFileName(name));
-  const std::string path = Join(dir, name);
+  std::string path = Join(dir, name);
   Fd fd(ops.Open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0));
   if (fd.get() < 0) {
     const int e = errno;
@@ -147,23 +147,43 @@ Status ReadFileNoFollow(const std::string& dir, std::string_view name, uint64_t 
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) return IoError("stat '" + path + "': " + Errno(errno));
   if (!S_ISREG(st.st_mode)) return InvalidArgument("'" + path + "' is not a regular file");
-  const uint64_t size = static_cast<uint64_t>(st.st_size);
-  if (size > max_bytes) {
-    return Corrupt("'" + path + "' is " + std::to_string(size) + " bytes, more than the " +
-                   std::to_string(max_bytes) + " expected");
-  }
-  out->resize(size);
+  return ReadOnlyFile(fd.release(), static_cast<uint64_t>(st.st_size), std::move(path), &ops);
+}
+
+ReadOnlyFile::ReadOnlyFile(ReadOnlyFile&& other) noexcept
+    : fd_(std::exchange(other.fd_, -1)),
+      size_(other.size_),
+      path_(std::move(other.path_)),
+      ops_(other.ops_) {}
+
+ReadOnlyFile::~ReadOnlyFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Status ReadOnlyFile::ReadAt(uint64_t offset, std::span<uint8_t> dst) const {
   size_t done = 0;
-  while (done < size) {
-    const ssize_t n = ops.Read(fd.get(), out->data() + done, size - done);
+  while (done < dst.size()) {
+    const ssize_t n = ops_->Pread(fd_, dst.data() + done, dst.size() - done,
+                                  static_cast<off_t>(offset + done));
     if (n < 0) {
       if (errno == EINTR) continue;
-      return IoError("read '" + path + "': " + Errno(errno));
+      return IoError("read '" + path_ + "': " + Errno(errno));
     }
-    if (n == 0) return Corrupt("'" + path + "' shrank while being read");
+    if (n == 0) return Corrupt("'" + path_ + "' shrank while being read");
     done += static_cast<size_t>(n);
   }
   return Status::Ok();
+}
+
+Status ReadFileNoFollow(const std::string& dir, std::string_view name, uint64_t max_bytes,
+                        std::vector<uint8_t>* out, FileOps& ops) {
+  KVMEM_ASSIGN_OR_RETURN(const ReadOnlyFile file, ReadOnlyFile::Open(dir, name, ops));
+  if (file.size() > max_bytes) {
+    return Corrupt("'" + file.path() + "' is " + std::to_string(file.size()) +
+                   " bytes, more than the " + std::to_string(max_bytes) + " expected");
+  }
+  out->resize(file.size());
+  return file.ReadAt(0, *out);
 }
 
 Status SyncDir(const std::string& dir, FileOps& ops) {

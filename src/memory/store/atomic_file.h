@@ -21,6 +21,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -46,9 +47,34 @@ Status WriteFileAtomic(const std::string& dir, std::string_view name,
 // other writer is using dir (the agent store holds its lock).
 Result<int> RemoveLeftoverTemps(const std::string& dir, FileOps& ops = RealFileOps());
 
-// Reads dir/name whole into *out (resized), refusing symlinks (O_NOFOLLOW), non-regular files
-// and files larger than max_bytes. NotFound if it does not exist. Reading into memory rather
-// than mapping keeps a file truncated under us from faulting (SIGBUS) the process.
+// A regular file open for reading at offsets: Open refuses symlinks (O_NOFOLLOW) and
+// non-regular files, NotFound if it does not exist. Reading (not mapping) keeps a file truncated
+// under us from faulting (SIGBUS) the process. Thread-compatible.
+class ReadOnlyFile {
+ public:
+  static Result<ReadOnlyFile> Open(const std::string& dir, std::string_view name,
+                                   FileOps& ops = RealFileOps());
+  ReadOnlyFile(ReadOnlyFile&& other) noexcept;
+  ReadOnlyFile& operator=(ReadOnlyFile&&) = delete;
+  ~ReadOnlyFile();
+
+  uint64_t size() const { return size_; }  // when opened
+  const std::string& path() const { return path_; }
+  // Exactly dst.size() bytes at `offset`: Corrupt when the file ends first (it shrank), IoError
+  // when a read fails.
+  Status ReadAt(uint64_t offset, std::span<uint8_t> dst) const;
+
+ private:
+  ReadOnlyFile(int fd, uint64_t size, std::string path, FileOps* ops)
+      : fd_(fd), size_(size), path_(std::move(path)), ops_(ops) {}
+  int fd_;
+  uint64_t size_;
+  std::string path_;
+  FileOps* ops_;
+};
+
+// Reads dir/name whole into *out (resized) as ReadOnlyFile does, refusing files larger than
+// max_bytes.
 Status ReadFileNoFollow(const std::string& dir, std::string_view name, uint64_t max_bytes,
                         std::vector<uint8_t>* out, FileOps& ops = RealFileOps());
 

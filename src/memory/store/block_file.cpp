@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <limits>
 
 #include "kernels/attention.h"
 #include "kernels/kivi.h"
@@ -188,75 +189,198 @@ Result<EncodedBlock> EncodeBlock(const kv::KvPool& pool, int32_t block, int32_t 
   return e;
 }
 
-Result<DecodedBlock> DecodeBlock(std::span<const uint8_t> file, const BlockEntry& entry,
+namespace {
+
+// What a block's header says, checked, before any of its data is read.
+struct BlockTensors {
+  std::vector<const StTensor*> layers;   // (n_layers) nullptr: released
+  std::vector<const StTensor*> staging;  // (n_layers) nullptr: none
+  const StTensor* positions = nullptr;
+};
+
+Result<BlockTensors> CheckHeader(const SafetensorsView& v, const BlockEntry& entry,
                                  const BlockIdentity& expected, const kv::KvPool& pool) {
   const kv::KvGeometry& g = pool.geometry();
-  if (file.size() != entry.bytes) {
-    return Corrupt("block file is " + std::to_string(file.size()) + " bytes, the manifest says " +
-                   std::to_string(entry.bytes) + " (truncated or replaced?)");
-  }
-  const std::string sum = Xxh128Hex(file);
-  if (sum != entry.checksum) {
-    return Corrupt("block file checksum " + sum + " does not match the manifest's " +
-                   entry.checksum + " (corrupted on disk?)");
-  }
-  // Headers hold a few numbers per tensor and the token ids: a few bytes per row.
-  const uint64_t max_header = (1 << 16) + 16ull * g.block_rows + 128ull * g.n_layers;
-  KVMEM_ASSIGN_OR_RETURN(SafetensorsView v, ParseSafetensors(file, max_header));
-
   for (const auto& [key, want] : ExpectedMetadata(pool, entry.n_rows, expected.model_fingerprint,
                                                   expected.tokens, entry.released_layers)) {
     const std::string* got = v.FindMetadata(key);
     if (got == nullptr) return Corrupt("block metadata '" + key + "' is missing");
     if (*got != want) return Mismatch("metadata '" + key + "'", *got, want);
   }
-
-  DecodedBlock d;
-  d.layers.resize(g.n_layers);
+  BlockTensors t;
+  t.layers.resize(g.n_layers);
+  t.staging.resize(g.n_layers);
   size_t expected_tensors = 1;  // positions
   size_t r = 0;
   for (int l = 0; l < g.n_layers; ++l) {
-    DecodedBlock::Layer& layer = d.layers[l];
-    layer.released = r < entry.released_layers.size() && entry.released_layers[r] == l;
-    if (layer.released) {
+    if (r < entry.released_layers.size() && entry.released_layers[r] == l) {
       ++r;
       if (v.Find(LayerName(l)) != nullptr) {
         return Corrupt("block tensor '" + LayerName(l) + "' present for a released layer");
       }
       continue;
     }
-    const StTensor* t = nullptr;
-    KVMEM_RETURN_IF_ERROR(
-        CheckTensor(v, LayerName(l), StDType::kU8, {static_cast<int64_t>(pool.layer_bytes())}, &t));
-    layer.data = t->data;
+    KVMEM_RETURN_IF_ERROR(CheckTensor(v, LayerName(l), StDType::kU8,
+                                      {static_cast<int64_t>(pool.layer_bytes())}, &t.layers[l]));
     ++expected_tensors;
     if (HasStaging(pool, entry.n_rows)) {
-      KVMEM_RETURN_IF_ERROR(
-          CheckTensor(v, StagingName(l), StDType::kF16, {g.n_kv_heads, kGroup, g.head_dim_k}, &t));
-      layer.staging.resize(StagingElems(pool));
-      std::memcpy(layer.staging.data(), t->data.data(), t->data.size());
+      KVMEM_RETURN_IF_ERROR(CheckTensor(v, StagingName(l), StDType::kF16,
+                                        {g.n_kv_heads, kGroup, g.head_dim_k}, &t.staging[l]));
       ++expected_tensors;
     }
   }
-  const StTensor* pos = nullptr;
-  KVMEM_RETURN_IF_ERROR(CheckTensor(v, "positions", StDType::kI64, {entry.n_rows}, &pos));
+  KVMEM_RETURN_IF_ERROR(CheckTensor(v, "positions", StDType::kI64, {entry.n_rows}, &t.positions));
   if (v.tensors.size() != expected_tensors) {
     return Corrupt("block has " + std::to_string(v.tensors.size()) + " tensors, expected " +
                    std::to_string(expected_tensors));
   }
-  d.positions.resize(entry.n_rows);
-  std::memcpy(d.positions.data(), pos->data.data(), pos->data.size());
-  if (d.positions[0] != entry.first_pos) {
-    return Corrupt("block positions start at " + std::to_string(d.positions[0]) +
+  return t;
+}
+
+Status CheckPositions(const std::vector<int64_t>& positions, const BlockEntry& entry) {
+  if (positions[0] != entry.first_pos) {
+    return Corrupt("block positions start at " + std::to_string(positions[0]) +
                    ", the manifest says first_pos " + std::to_string(entry.first_pos));
   }
-  for (int64_t p : d.positions) {
+  for (int64_t p : positions) {
     if (p == kv::kNoPosition) return Corrupt("block positions hold the no-position marker");
     if (p <= -kMaxAbsPosition || p >= kMaxAbsPosition) {
       return Corrupt("block position " + std::to_string(p) + " is outside (-2^62, 2^62)");
     }
   }
-  return d;
+  return Status::Ok();
+}
+
+// Appends the rows (runs of consecutive positions become view runs at those positions) and
+// gives their positions; returns the block they fill.
+Result<int32_t> AppendBlockRows(const std::vector<int64_t>& positions, kv::KvSequence* seq) {
+  const int32_t n = static_cast<int32_t>(positions.size());
+  int32_t block = -1;
+  for (int32_t i = 0; i < n;) {
+    int32_t j = i + 1;
+    while (j < n && positions[j - 1] != std::numeric_limits<int64_t>::max() &&
+           positions[j] == positions[j - 1] + 1) {
+      ++j;
+    }
+    KVMEM_ASSIGN_OR_RETURN(std::vector<kv::RowRef> rows, seq->AppendRows(j - i, positions[i]));
+    block = rows.front().block;
+    i = j;
+  }
+  for (int32_t r = 0; r < n; ++r) seq->pool()->set_rotated_pos({block, r}, positions[r]);
+  return block;
+}
+
+std::span<uint8_t> AsBytes(auto& v) {
+  return {reinterpret_cast<uint8_t*>(v.data()), v.size() * sizeof(v[0])};
+}
+
+Status ChecksumMismatch(const std::string& sum, const std::string& want) {
+  return Corrupt("block file checksum " + sum + " does not match the manifest's " + want +
+                 " (corrupted on disk?)");
+}
+
+// A damaged file is named as such whatever check it failed first: `st` stays the error for a
+// file whose checksum holds (rewritten consistently) or a pool that cannot take it, and for a
+// read that failed.
+Status Diagnose(const ReadOnlyFile& file, const std::string& want, Status st) {
+  if (st.ok() || st.code() == ErrorCode::kIo) return st;
+  Xxh128Stream h;
+  std::vector<uint8_t> piece(size_t{1} << 20);
+  for (uint64_t at = 0; at < file.size(); at += piece.size()) {
+    const auto p = std::span(piece).first(std::min<uint64_t>(piece.size(), file.size() - at));
+    KVMEM_RETURN_IF_ERROR(file.ReadAt(at, p));
+    h.Update(p);
+  }
+  const std::string sum = h.HexDigest();
+  return sum != want ? ChecksumMismatch(sum, want) : st;
+}
+
+}  // namespace
+
+Result<BlockLoad> BlockLoad::Start(ReadOnlyFile file, const BlockEntry& entry,
+                                   const BlockIdentity& expected, kv::KvSequence* seq) {
+  if (file.size() != entry.bytes) {
+    return Corrupt("block file is " + std::to_string(file.size()) + " bytes, the manifest says " +
+                   std::to_string(entry.bytes) + " (truncated or replaced?)");
+  }
+  BlockLoad b(std::move(file));
+  Status st = b.ReadHeader(entry, expected, seq);
+  if (!st.ok()) return Diagnose(b.file_, entry.checksum, std::move(st));
+  return b;
+}
+
+Status BlockLoad::ReadHeader(const BlockEntry& entry, const BlockIdentity& expected,
+                             kv::KvSequence* seq) {
+  kv::KvPool& pool = *seq->pool();
+  const kv::KvGeometry& g = pool.geometry();
+  checksum_ = entry.checksum;
+  released_ = entry.released_layers;
+  // Headers hold a few numbers per tensor and the token ids: a few bytes per row.
+  const uint64_t max_header = (1 << 16) + 16ull * g.block_rows + 128ull * g.n_layers;
+  prefix_.resize(std::min<uint64_t>(8, file_.size()));
+  KVMEM_RETURN_IF_ERROR(file_.ReadAt(0, prefix_));
+  KVMEM_ASSIGN_OR_RETURN(const uint64_t prefix_bytes,
+                         SafetensorsPrefixBytes(prefix_, file_.size(), max_header));
+  prefix_.resize(prefix_bytes);
+  KVMEM_RETURN_IF_ERROR(file_.ReadAt(8, std::span(prefix_).subspan(8)));
+  KVMEM_ASSIGN_OR_RETURN(const SafetensorsView v,
+                         ParseSafetensorsHeader(prefix_, file_.size(), max_header));
+  KVMEM_ASSIGN_OR_RETURN(const BlockTensors t, CheckHeader(v, entry, expected, pool));
+
+  positions_.resize(entry.n_rows);
+  KVMEM_RETURN_IF_ERROR(file_.ReadAt(t.positions->offset, AsBytes(positions_)));
+  KVMEM_RETURN_IF_ERROR(CheckPositions(positions_, entry));
+  KVMEM_ASSIGN_OR_RETURN(block_, AppendBlockRows(positions_, seq));
+
+  // Where each tensor goes, in file order (they tile the file after the header).
+  staging_.resize(g.n_layers);
+  for (const StTensor& tensor : v.tensors) {
+    std::span<uint8_t> into;
+    if (&tensor == t.positions) into = AsBytes(positions_);  // read already
+    for (int l = 0; l < g.n_layers && into.empty(); ++l) {
+      if (&tensor == t.layers[l]) {
+        into = pool.LoadLayerStorage(block_, l);
+      } else if (&tensor == t.staging[l]) {
+        staging_[l].resize(StagingElems(pool));
+        into = AsBytes(staging_[l]);
+      }
+    }
+    if (into.size() != tensor.bytes) {
+      return Internal("block tensor '" + tensor.name + "' has no place in the pool");
+    }
+    pieces_.push_back({tensor.offset, into, &tensor == t.positions});
+  }
+  return Status::Ok();
+}
+
+Status BlockLoad::ReadData() {
+  Xxh128Stream h;
+  h.Update(prefix_);
+  for (const Piece& p : pieces_) {
+    if (!p.read) {
+      Status st = file_.ReadAt(p.offset, p.into);
+      if (!st.ok()) return Diagnose(file_, checksum_, std::move(st));
+    }
+    h.Update(p.into);
+  }
+  const std::string sum = h.HexDigest();
+  return sum == checksum_ ? Status::Ok() : ChecksumMismatch(sum, checksum_);
+}
+
+Status BlockLoad::Finish(kv::KvSequence* seq) {
+  kv::KvPool& pool = *seq->pool();
+  const int32_t n = static_cast<int32_t>(positions_.size());
+  size_t r = 0;
+  for (int l = 0; l < pool.geometry().n_layers; ++l) {
+    if (r < released_.size() && released_[r] == l) {
+      ++r;
+      seq->view().Hide({block_, 0}, pool.geometry().block_rows, l);
+      pool.ReleaseLayer(block_, l);
+      continue;
+    }
+    KVMEM_RETURN_IF_ERROR(pool.CommitLoadedLayer(block_, l, staging_[l], n));
+  }
+  return Status::Ok();
 }
 
 }  // namespace kvmem::memory::store

@@ -27,6 +27,8 @@
 
 #include "core/status.h"
 #include "kv/kv_pool.h"
+#include "kv/kv_sequence.h"
+#include "memory/store/atomic_file.h"
 #include "memory/store/manifest.h"
 #include "memory/store/safetensors.h"
 
@@ -70,21 +72,44 @@ class EncodedBlock {
 Result<EncodedBlock> EncodeBlock(const kv::KvPool& pool, int32_t block, int32_t n_rows,
                                  const BlockIdentity& id);
 
-// A block file's verified contents, ready for KvPool::LoadLayer. Borrows the file bytes.
-struct DecodedBlock {
-  struct Layer {
-    bool released = false;
-    std::span<const uint8_t> data;  // (layer_bytes)
-    std::vector<uint16_t> staging;  // (n_kv_heads, 32, head_dim_k) or empty
-  };
-  std::vector<Layer> layers;       // (n_layers)
-  std::vector<int64_t> positions;  // (n_rows)
-};
+// Loading one block file into a sequence, in three steps so that the reads of many blocks can
+// run on several threads. Start checks the file against its manifest entry (size), its framing,
+// its metadata (fingerprint, formats, geometry, token ids, released layers) and every tensor's
+// dtype and shape against what seq's pool stores, appends the block's rows at their positions
+// and takes the pool storage its layers go to. ReadData reads each layer's bytes straight into
+// that storage, hashing the file as they arrive (one read of every byte, no copy), and checks
+// the manifest's checksum. Finish makes the rows written. Errors: Corrupt naming the first
+// mismatch (for a damaged file, its checksum), IoError when a read fails; after one, the rows
+// Start appended stay in seq, whose owner clears it.
+// Thread-safety: Start and Finish mutate the sequence (one thread); ReadData of different
+// blocks may run at once.
+class BlockLoad {
+ public:
+  static Result<BlockLoad> Start(ReadOnlyFile file, const BlockEntry& entry,
+                                 const BlockIdentity& expected, kv::KvSequence* seq);
+  Status ReadData();
+  Status Finish(kv::KvSequence* seq);
 
-// Checks `file` against its manifest entry (size, checksum), its framing, its metadata
-// (fingerprint, formats, geometry, token ids, released layers) and every tensor's dtype and
-// shape against what `pool` stores. Corrupt naming the first mismatch.
-Result<DecodedBlock> DecodeBlock(std::span<const uint8_t> file, const BlockEntry& entry,
-                                 const BlockIdentity& expected, const kv::KvPool& pool);
+  const std::vector<int64_t>& positions() const { return positions_; }  // (n_rows)
+  uint64_t bytes() const { return file_.size(); }
+
+ private:
+  struct Piece {
+    uint64_t offset = 0;
+    std::span<uint8_t> into;
+    bool read = false;  // already read (the positions)
+  };
+  explicit BlockLoad(ReadOnlyFile file) : file_(std::move(file)) {}
+  Status ReadHeader(const BlockEntry& entry, const BlockIdentity& expected, kv::KvSequence* seq);
+
+  ReadOnlyFile file_;
+  std::string checksum_;
+  std::vector<int> released_;
+  std::vector<uint8_t> prefix_;  // the length and the header
+  std::vector<int64_t> positions_;
+  int32_t block_ = -1;
+  std::vector<std::vector<uint16_t>> staging_;  // (n_layers) kivi4 staging or empty
+  std::vector<Piece> pieces_;                   // every tensor, in file order
+};
 
 }  // namespace kvmem::memory::store

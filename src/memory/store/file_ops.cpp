@@ -9,7 +9,9 @@
 namespace kvmem::memory::store {
 
 int FileOps::Open(const char* path, int flags, mode_t mode) { return ::open(path, flags, mode); }
-ssize_t FileOps::Read(int fd, void* buf, size_t n) { return ::read(fd, buf, n); }
+ssize_t FileOps::Pread(int fd, void* buf, size_t n, off_t offset) {
+  return ::pread(fd, buf, n, offset);
+}
 ssize_t FileOps::Write(int fd, const void* buf, size_t n) { return ::write(fd, buf, n); }
 int FileOps::Fsync(int fd) { return ::fsync(fd); }
 int FileOps::Rename(const char* from, const char* to) { return ::rename(from, to); }

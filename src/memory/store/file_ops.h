@@ -19,7 +19,7 @@ class FileOps {
   virtual ~FileOps() = default;
 
   virtual int Open(const char* path, int flags, mode_t mode);
-  virtual ssize_t Read(int fd, void* buf, size_t n);
+  virtual ssize_t Pread(int fd, void* buf, size_t n, off_t offset);
   virtual ssize_t Write(int fd, const void* buf, size_t n);
   virtual int Fsync(int fd);  // files and directories alike
   virtual int Rename(const char* from, const char* to);

@@ -119,25 +119,38 @@ const std::string* SafetensorsView::FindMetadata(std::string_view key) const {
   return it == metadata.end() ? nullptr : &it->second;
 }
 
-Result<SafetensorsView> ParseSafetensors(std::span<const uint8_t> file, uint64_t max_header_bytes) {
-  if (file.size() < kLenBytes) {
-    return Corrupt("safetensors: file of " + Str(file.size()) +
+Result<uint64_t> SafetensorsPrefixBytes(std::span<const uint8_t> first, uint64_t file_size,
+                                        uint64_t max_header_bytes) {
+  if (file_size < kLenBytes || first.size() < kLenBytes) {
+    return Corrupt("safetensors: file of " + Str(file_size) +
                    " bytes is shorter than the 8-byte header length");
   }
   uint8_t len_bytes[kLenBytes];
-  std::memcpy(len_bytes, file.data(), kLenBytes);
+  std::memcpy(len_bytes, first.data(), kLenBytes);
   uint64_t header_len = 0;
   for (int i = 7; i >= 0; --i) header_len = header_len << 8 | len_bytes[i];
-  const uint64_t rest = file.size() - kLenBytes;
   if (header_len > max_header_bytes) {
     return Corrupt("safetensors: header length " + Str(header_len) + " exceeds the limit of " +
                    Str(max_header_bytes) + " bytes");
   }
-  if (header_len > rest) {
+  if (header_len > file_size - kLenBytes) {
     return Corrupt("safetensors: header length " + Str(header_len) + " runs past the end of the " +
-                   Str(file.size()) + "-byte file (truncated?)");
+                   Str(file_size) + "-byte file (truncated?)");
   }
-  const std::string_view header(reinterpret_cast<const char*>(file.data() + kLenBytes), header_len);
+  return kLenBytes + header_len;
+}
+
+Result<SafetensorsView> ParseSafetensorsHeader(std::span<const uint8_t> prefix, uint64_t file_size,
+                                               uint64_t max_header_bytes) {
+  KVMEM_ASSIGN_OR_RETURN(const uint64_t prefix_bytes,
+                         SafetensorsPrefixBytes(prefix, file_size, max_header_bytes));
+  if (prefix.size() != prefix_bytes) {
+    return InvalidArgument("safetensors: " + Str(prefix.size()) + " bytes given for a " +
+                           Str(prefix_bytes) + "-byte length and header");
+  }
+  const uint64_t header_len = prefix_bytes - kLenBytes;
+  const std::string_view header(reinterpret_cast<const char*>(prefix.data() + kLenBytes),
+                                header_len);
   if (header.empty() || header[0] != '{') {
     return Corrupt("safetensors: header does not start with '{'");
   }
@@ -145,8 +158,7 @@ Result<SafetensorsView> ParseSafetensors(std::span<const uint8_t> file, uint64_t
                          ParseUntrustedJson(header, kMaxDepth, "safetensors header"));
   if (!root.is_object()) return Corrupt("safetensors: header is not a JSON object");
 
-  const uint64_t buffer_bytes = rest - header_len;
-  const uint8_t* buffer = file.data() + kLenBytes + header_len;
+  const uint64_t buffer_bytes = file_size - prefix_bytes;
   SafetensorsView view;
   std::vector<Entry> entries;
   for (auto it = root.begin(); it != root.end(); ++it) {
@@ -178,13 +190,24 @@ Result<SafetensorsView> ParseSafetensors(std::span<const uint8_t> file, uint64_t
                      " (expected " + Str(at) + ")");
     }
     at = e.end;
-    e.tensor.data = {buffer + e.begin, e.end - e.begin};
+    e.tensor.offset = prefix_bytes + e.begin;
+    e.tensor.bytes = e.end - e.begin;
     view.tensors.push_back(std::move(e.tensor));
   }
   if (at != buffer_bytes) {
     return Corrupt("safetensors: tensors cover " + Str(at) + " bytes of a " + Str(buffer_bytes) +
                    "-byte data buffer (trailing bytes or truncated header)");
   }
+  return view;
+}
+
+Result<SafetensorsView> ParseSafetensors(std::span<const uint8_t> file, uint64_t max_header_bytes) {
+  KVMEM_ASSIGN_OR_RETURN(const uint64_t prefix_bytes,
+                         SafetensorsPrefixBytes(file, file.size(), max_header_bytes));
+  KVMEM_ASSIGN_OR_RETURN(
+      SafetensorsView view,
+      ParseSafetensorsHeader(file.first(prefix_bytes), file.size(), max_header_bytes));
+  for (StTensor& t : view.tensors) t.data = file.subspan(t.offset, t.bytes);
   return view;
 }
 

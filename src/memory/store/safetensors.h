@@ -51,7 +51,9 @@ struct StTensor {
   std::string name;
   StDType dtype = StDType::kU8;
   std::vector<int64_t> shape;
-  std::span<const uint8_t> data;  // product(shape) * StDTypeSize(dtype) bytes, unaligned
+  std::span<const uint8_t> data;  // unaligned; empty from ParseSafetensorsHeader
+  uint64_t offset = 0;            // of the data in the file (parsed tensors)
+  uint64_t bytes = 0;             // product(shape) * StDTypeSize(dtype) (parsed tensors)
 };
 
 struct SafetensorsView {
@@ -67,6 +69,16 @@ inline constexpr uint64_t kMaxSafetensorsHeaderBytes = 100'000'000;
 
 Result<SafetensorsView> ParseSafetensors(std::span<const uint8_t> file,
                                          uint64_t max_header_bytes = kMaxSafetensorsHeaderBytes);
+
+// The same checks from the header alone, for a reader that reads each tensor's bytes where
+// they belong: SafetensorsPrefixBytes says from the file's first 8 bytes how many bytes the
+// length and header take (8 + N), and ParseSafetensorsHeader parses exactly those bytes of a
+// file of file_size bytes. Its tensors carry offsets, not data.
+Result<uint64_t> SafetensorsPrefixBytes(std::span<const uint8_t> first, uint64_t file_size,
+                                        uint64_t max_header_bytes = kMaxSafetensorsHeaderBytes);
+Result<SafetensorsView> ParseSafetensorsHeader(
+    std::span<const uint8_t> prefix, uint64_t file_size,
+    uint64_t max_header_bytes = kMaxSafetensorsHeaderBytes);
 
 // Builds a file: metadata and tensors in the order added (deterministic bytes, so files can be
 // content-addressed). The header is padded with spaces to a multiple of 8 bytes, as the Rust
