@@ -27,8 +27,9 @@
 // sequence is truncated, so rows re-appended after the cut go through staging again instead
 // of requantizing a group once per row.
 //
-// Thread-safety: Allocate/Free/ReleaseLayer/LoadLayer, WriteToken and Reposition mutate; WriteToken
-// calls for distinct blocks may run concurrently, those for one block may not.
+// Thread-safety: Allocate/Free/ReleaseLayer/LoadLayer (and its two steps), WriteToken and
+// Reposition mutate; WriteToken calls for distinct blocks may run concurrently, those for one
+// block may not, and so may the fills of storage LoadLayerStorage gave for distinct blocks.
 // Span/Attend/ReadToken are const and may run concurrently with each other.
 // Allocate, Free, ReleaseLayer and LoadLayer's storage bookkeeping take one mutex, and the block
 // table is reserved at construction (never reallocated), so one pool may be shared by several
