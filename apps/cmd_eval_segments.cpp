@@ -92,8 +92,9 @@ void AddEvalSegmentsCommand(CLI::App& eval) {
   cmd->add_option("-m,--model", o->model, "GGUF model (default: the installed SmolLM2)");
   cmd->add_option("--embed-model", o->embed_model,
                   "sentence encoder (default: the installed all-MiniLM-L6-v2)");
-  cmd->add_option("--methods", o->eval.methods,
-                  "full first, then any of prefix, reuse, cacheblend, keep, keep-nosd, keep-1hop")
+  cmd->add_option(
+         "--methods", o->eval.methods,
+         "full first, then any of prefix, reuse, cacheblend, keep, keep-nosd, keep-1hop, keep-q")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--ratio", o->eval.ratio, "mean recompute ratio r (cacheblend, keep)")

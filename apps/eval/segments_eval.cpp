@@ -85,6 +85,8 @@ struct Answered {
   std::vector<float> logits;
   double prefilled = 0;       // tokens computed, full-depth equivalent
   double computed_share = 1;  // of segment tokens, over layers
+  double place_ms = 0;        // of the blend: copying stored rows, choosing what to recompute
+  double importance_ms = 0;
 };
 
 class Method {
@@ -169,6 +171,8 @@ class KeepMethod : public Method {
                   static_cast<double>(r.stats.query_tokens);
     encoded_ = 0;
     a.computed_share = r.stats.computed_share();
+    a.place_ms = r.stats.place_ms;
+    a.importance_ms = r.stats.importance_ms;
     a.owned = std::move(r.working);
     a.seq = a.owned.get();
     a.next_pos = r.next_pos;
@@ -324,9 +328,9 @@ Status RunSegmentsEval(const model::Model& model, const tokenizer::Tokenizer& to
                        const memory::embed::SentenceEncoder* encoder, ThreadPool* pool,
                        const std::vector<TextWorld>& worlds, const SegmentsEvalOptions& options,
                        const std::function<void(const nlohmann::ordered_json&)>& row) {
-  const bool needs_encoder =
-      std::any_of(options.methods.begin(), options.methods.end(),
-                  [](const std::string& m) { return m == "keep" || m == "keep-1hop"; });
+  const bool needs_encoder = std::any_of(
+      options.methods.begin(), options.methods.end(),
+      [](const std::string& m) { return m == "keep" || m == "keep-1hop" || m == "keep-q"; });
   if (needs_encoder && !encoder) {
     return FailedPrecondition(
         "keep groups segments by sentence embeddings: install the encoder with "
@@ -373,9 +377,12 @@ Status RunSegmentsEval(const model::Model& model, const tokenizer::Tokenizer& to
         c.static_dynamic = false;
       } else if (name == "keep-1hop") {
         c.rule = RecomputeRule::kSingleHop;
+      } else if (name == "keep-q") {
+        c.query_source = true;
       } else if (name != "keep") {
-        return InvalidArgument("unknown method '" + name +
-                               "' (full, prefix, reuse, cacheblend, keep, keep-nosd, keep-1hop)");
+        return InvalidArgument(
+            "unknown method '" + name +
+            "' (full, prefix, reuse, cacheblend, keep, keep-nosd, keep-1hop, keep-q)");
       }
       auto m = std::make_unique<KeepMethod>(model, pool, &kv, c, chunks);
       KVMEM_RETURN_IF_ERROR(m->Begin(prefix));
@@ -421,7 +428,7 @@ Status RunSegmentsEval(const model::Model& model, const tokenizer::Tokenizer& to
         // Step 0 of a segment method builds every cache: not a step of the world yet.
         KVMEM_ASSIGN_OR_RETURN(Answered a, method->Step(step, state, query, q_emb));
         double ttft = Ms(t0, Clock::now());
-        const bool uses_embeddings = name == "keep" || name == "keep-1hop";
+        const bool uses_embeddings = name == "keep" || name == "keep-1hop" || name == "keep-q";
         if (uses_embeddings) ttft += embed_ms;
         KVMEM_ASSIGN_OR_RETURN(Scored s, Score(model, tok, pool, a, answer, options.answer_tokens));
         if (name == "full") {
@@ -437,6 +444,8 @@ Status RunSegmentsEval(const model::Model& model, const tokenizer::Tokenizer& to
         r["ttft_ms"] = ttft;
         r["prefilled"] = a.prefilled;
         r["computed_share"] = a.computed_share;
+        r["place_ms"] = a.place_ms;
+        r["importance_ms"] = a.importance_ms;
         r["nll"] = s.nll;
         if (!ref_logits.empty()) {
           r["kl"] = KlDivergence(ref_logits, a.logits);

@@ -33,20 +33,27 @@ float MaxAbsDiff(const std::vector<float>& a, const std::vector<float>& b) {
 
 TEST(Importance, MultiHopFollowsTheChainASingleHopMisses) {
   // Segments: 0 table, 1 key, 2 door, 3 sofa, 4 lamp (10 tokens each). The query looks at the
-  // door; the door at the key; the key at the table. A budget of 3 segments.
+  // door; the door at the key; the key at the table; the sofa and the lamp at the door. A budget
+  // of 3 segments.
   LayerImportance in;
   in.tokens = {10, 10, 10, 10, 10};
   in.query = {0.01, 0.02, 0.30, 0.05, 0.04};
   in.cross.assign(5, std::vector<double>(5, 0.0));
   in.cross[2][1] = 0.6;  // door -> key
   in.cross[1][0] = 0.7;  // key -> table
-  in.cross[3][0] = 0.0;
-  int hops = 0;
+  in.cross[3][2] = 0.2;  // sofa -> door
+  in.cross[4][2] = 0.1;  // lamp -> door
   EXPECT_EQ(SingleHopSelect(in, 30), (std::vector<int>{2, 3, 4}));
-  // Round 1: {door, sofa, lamp} -> scores table .0025, key .155, door .075, sofa .0125, lamp .01
-  // -> {key, door, sofa}. Round 2: table (.01+.7)/4, key .155, door .075 -> {table, key, door}.
-  // Round 3: the same set.
+  // The paper's rounds, R alone: {door, sofa, lamp} -> table 0, key .2, door .1, sofa 0,
+  // lamp 0 -> {table, key, door} (ties to the lower index). Then table .7/3, key .2, door 0 ->
+  // {table, key, door} again.
+  int hops = 0;
   EXPECT_EQ(MultiHopSelect(in, 30, kMaxHops, &hops), (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(hops, 2);
+  // With the query a source: {door, sofa, lamp} -> table .0025, key .155, door .15, sofa .0125,
+  // lamp .01 -> {key, door, sofa}; then table (.01 + .7) / 4, key .155, door .125 ->
+  // {table, key, door}; then the same set.
+  EXPECT_EQ(MultiHopSelect(in, 30, kMaxHops, &hops, true), (std::vector<int>{0, 1, 2}));
   EXPECT_EQ(hops, 3);
   EXPECT_TRUE(TopByTokens(in.query, in.tokens, 0).empty());
   // A budget smaller than any segment still keeps the best one.
@@ -71,6 +78,7 @@ class KeepTest : public ::testing::TestWithParam<const char*> {
   void SetUp() override {
     model::testing::TinyConfig c;
     c.arch = GetParam();
+    c.n_layers = 4;  // choices after layers 0, 1 and 2
     file_ = std::make_unique<model::testing::TempFile>(model::testing::BuildTinyGguf(c, 7));
     auto m = model::Model::Load(file_->path());
     ASSERT_TRUE(m.ok()) << m.status().ToString();
@@ -166,6 +174,17 @@ TEST_P(KeepTest, AJointCacheReusedAsItIsIsAPlainPrefill) {
   auto r = Blend(*model_, &threads_, *prefix, 3, placed, query_, none);
   ASSERT_TRUE(r.ok());
   EXPECT_LT(MaxAbsDiff(Plain({0, 1, 2, 3}), r->logits), 2e-4f);
+  // Any share recomputed over exact rows is exact too: the rows each layer does not recompute
+  // are placed just before it runs, and only those.
+  for (RecomputeRule rule : {RecomputeRule::kMultiHop, RecomputeRule::kKvDeviation}) {
+    BlendOptions part;
+    part.rule = rule;
+    part.ratio = 0.3;
+    r = Blend(*model_, &threads_, *prefix, 3, placed, query_, part);
+    ASSERT_TRUE(r.ok());
+    EXPECT_LT(r->stats.computed_share(), 0.99) << RecomputeRuleName(rule);
+    EXPECT_LT(MaxAbsDiff(Plain({0, 1, 2, 3}), r->logits), 2e-4f) << RecomputeRuleName(rule);
+  }
   // Placed in another order, keys re-rotated: ratio 1 recomputes it exactly.
   std::swap(placed[0], placed[2]);
   BlendOptions all;

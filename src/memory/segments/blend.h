@@ -2,7 +2,10 @@
 // (KEEP §4.2, with CacheBlend and full reuse as the other rules):
 //
 //   1. The prefix's rows, then each placed segment's stored rows, are copied one after another
-//      into a working sequence at fresh positions (AppendPlaced: keys re-rotated).
+//      into a working sequence at fresh positions (keys re-rotated), layer by layer just before
+//      the layer runs, and only the rows that layer does not recompute (the paper's "loading
+//      only the non-recomputed KV"; kivi4 pools, whose keys are written without gaps, get every
+//      row first).
 //   2. One layer-stepped pass runs the segments' tokens and the query over it. Layer 0 computes
 //      every token (r_0 = 1). After each layer the rule chooses which tokens go on being computed;
 //      the others keep their cached rows in every later layer (engine::ForwardPass::KeepTokens:
@@ -53,7 +56,8 @@ struct PlacedSegment {
 struct BlendOptions {
   RecomputeRule rule = RecomputeRule::kMultiHop;
   double ratio = 0.15;  // mean share of segment tokens computed per layer
-  int max_batch = 256;  // RecomputeRule::kNone: the query's micro-batch
+  bool query_source = false;  // kMultiHop: the query a source of every round (importance.h)
+  int max_batch = 256;        // RecomputeRule::kNone: the query's micro-batch
 };
 
 struct BlendStats {
@@ -61,6 +65,9 @@ struct BlendStats {
   int64_t query_tokens = 0;
   std::vector<int64_t> computed;  // (n_layers) segment tokens computed in each layer
   std::vector<int> hops;          // (n_layers) propagation rounds after each layer (multi-hop)
+  double place_ms = 0;            // copying stored rows into the working sequence
+  double importance_ms = 0;       // reading attention and choosing (the taps)
+  double total_ms = 0;            // the whole blend, logits included
   // Segment tokens computed over all layers / (segment tokens * layers).
   double computed_share() const;
 };

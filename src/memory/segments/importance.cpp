@@ -23,19 +23,20 @@ std::vector<int> TopByTokens(std::span<const double> score, std::span<const int6
   return chosen;
 }
 
-std::vector<int> MultiHopSelect(const LayerImportance& in, int64_t budget, int max_hops,
-                                int* hops) {
+std::vector<int> MultiHopSelect(const LayerImportance& in, int64_t budget, int max_hops, int* hops,
+                                bool query_source) {
   const size_t n = in.query.size();
   std::vector<int> relevant = TopByTokens(in.query, in.tokens, budget);
   int rounds = 0;
   std::vector<double> score(n);
   while (rounds < max_hops) {
     ++rounds;
-    // The query and every relevant segment are one source each.
+    // Every relevant segment (and with query_source the query) is one source.
+    const double sources = static_cast<double>(relevant.size()) + (query_source ? 1 : 0);
     for (size_t b = 0; b < n; ++b) {
-      double sum = in.query[b];
+      double sum = query_source ? in.query[b] : 0.0;
       for (int a : relevant) sum += in.cross[a][b];
-      score[b] = sum / static_cast<double>(relevant.size() + 1);
+      score[b] = sources > 0 ? sum / sources : in.query[b];
     }
     std::vector<int> next = TopByTokens(score, in.tokens, budget);
     if (next == relevant) break;

@@ -9,12 +9,13 @@
 // MultiHopSelect then follows the paper's steps:
 //   initialization  importance = query
 //   propagation     the relevant set R = the most important segments that fit the layer's
-//                   budget of tokens; importance is recomputed as the average, over the query
-//                   and the segments of R, of the attention they pay each segment (the query
-//                   stays one of the sources: read literally, "averaging the cross-attention
-//                   weights from the current relevant memory set" would let a chain forget its
-//                   start, the door that made the key important)
+//                   budget of tokens; importance is recomputed as the average, over the
+//                   segments of R, of the attention they pay each segment ("averaging the
+//                   cross-attention weights from the current relevant memory set")
 //   convergence     repeat until R is the same twice (or max_hops rounds)
+// Variant (kvmem's, measured in docs/eval/keep.md): the query stays one of the sources of every
+// round (query_source), so a chain cannot forget its start, the door that made the key
+// important; read literally the paper's rounds use R alone.
 // SingleHopSelect is the ablation "without multi-hop": R from the query's attention alone.
 //
 // Thread-safety: pure functions.
@@ -42,7 +43,7 @@ inline constexpr int kMaxHops = 8;
 
 // Ascending indices of the relevant set; *hops (optional): propagation rounds run.
 std::vector<int> MultiHopSelect(const LayerImportance& in, int64_t budget, int max_hops = kMaxHops,
-                                int* hops = nullptr);
+                                int* hops = nullptr, bool query_source = false);
 std::vector<int> SingleHopSelect(const LayerImportance& in, int64_t budget);
 
 // (n_layers) share of memory tokens recomputed in each layer: 1 in layer 0, then decreasing

@@ -49,6 +49,7 @@ struct KeepConfig {
   int group_size = 8;             // mean segments per group (k-means k = ceil(n / group_size))
   bool static_dynamic = true;     // false: every segment a unit of its own (ablation)
   RecomputeRule rule = RecomputeRule::kMultiHop;
+  bool query_source = false;  // BlendOptions::query_source
 };
 
 // One segment as a client sees it.

@@ -21,6 +21,19 @@ Result<std::unique_ptr<kv::KvSequence>> EncodeAfter(const model::Model& model, T
   return unit;
 }
 
+void PlaceRow(const model::Model& model, const kv::RopeSpec& rope, const kv::KvPool& in,
+              kv::RowRef from, kv::KvPool* out, kv::RowRef to, int layer, int64_t to_pos, float* k,
+              float* v) {
+  const model::ModelSpec& spec = model.spec();
+  in.ReadToken(from, layer, k, v);
+  const int64_t delta = to_pos - in.rotated_pos(from);
+  if (delta != 0 && rope.rot_dim > 0) {
+    kernels::Rope(k, spec.n_kv_heads, spec.head_dim_k, rope.rot_dim, delta, rope.freq_base,
+                  rope.mode, rope.factors(), rope.scaling);
+  }
+  out->WriteToken(to, layer, k, v);
+}
+
 Status AppendPlaced(const model::Model& model, const kv::KvSequence& src, int64_t src_first,
                     int64_t n, kv::KvSequence* dst, int64_t first_pos) {
   if (n <= 0) return Status::Ok();
@@ -36,16 +49,9 @@ Status AppendPlaced(const model::Model& model, const kv::KvSequence& src, int64_
   const kv::KvPool& in = *src.pool();
   std::vector<float> k(spec.k_dim()), v(static_cast<size_t>(spec.n_kv_heads) * spec.head_dim_v);
   for (int l = 0; l < spec.n_layers; ++l) {
-    const kv::RopeSpec& r = rope[l];
     for (int64_t i = 0; i < n; ++i) {
-      const kv::RowRef from = kv::RowAt(src, src_first + i);
-      in.ReadToken(from, l, k.data(), v.data());
-      const int64_t delta = first_pos + i - in.rotated_pos(from);
-      if (delta != 0 && r.rot_dim > 0) {
-        kernels::Rope(k.data(), spec.n_kv_heads, spec.head_dim_k, r.rot_dim, delta, r.freq_base,
-                      r.mode, r.factors(), r.scaling);
-      }
-      out.WriteToken(rows[i], l, k.data(), v.data());
+      PlaceRow(model, rope[l], in, kv::RowAt(src, src_first + i), &out, rows[i], l, first_pos + i,
+               k.data(), v.data());
     }
   }
   for (int64_t i = 0; i < n; ++i) out.set_rotated_pos(rows[i], first_pos + i);

@@ -28,6 +28,12 @@ Result<std::unique_ptr<kv::KvSequence>> EncodeAfter(const model::Model& model, T
                                                     std::span<const int32_t> tokens,
                                                     int max_batch = 256);
 
+// One row of one layer: `to` (in out) gets `from` (in `in`) with its key re-rotated from where it
+// was computed to to_pos. k, v: scratch of k_dim and v_dim floats.
+void PlaceRow(const model::Model& model, const kv::RopeSpec& rope, const kv::KvPool& in,
+              kv::RowRef from, kv::KvPool* out, kv::RowRef to, int layer, int64_t to_pos, float* k,
+              float* v);
+
 // Appends to dst n rows copying src's own rows [src_first, src_first + n) (storage order), read
 // at positions first_pos.. with keys re-rotated from where they were computed.
 Status AppendPlaced(const model::Model& model, const kv::KvSequence& src, int64_t src_first,
