@@ -87,6 +87,9 @@ struct Answered {
   double computed_share = 1;  // of segment tokens, over layers
   double place_ms = 0;        // of the blend: copying stored rows, choosing what to recompute
   double importance_ms = 0;
+  // Where the segments recomputed in the last layer sit: their mean placement index over the
+  // number placed (0 first, 1 last); -1 when none or the rule is not per segment.
+  double recomputed_at = -1;
 };
 
 class Method {
@@ -175,6 +178,12 @@ class KeepMethod : public Method {
     a.computed_share = r.stats.computed_share();
     a.place_ms = r.stats.place_ms;
     a.importance_ms = r.stats.importance_ms;
+    if (!r.last_layer_segments.empty() && memory_.last_read().size() > 1) {
+      double sum = 0;
+      for (int p : r.last_layer_segments) sum += p;
+      a.recomputed_at = sum / static_cast<double>(r.last_layer_segments.size()) /
+                        static_cast<double>(memory_.last_read().size() - 1);
+    }
     a.owned = std::move(r.working);
     a.seq = a.owned.get();
     a.next_pos = r.next_pos;
@@ -460,6 +469,7 @@ Status RunSegmentsEval(const model::Model& model, const tokenizer::Tokenizer& to
         r["after_tokens"] = after_tokens;
         r["place_ms"] = a.place_ms;
         r["importance_ms"] = a.importance_ms;
+        r["recomputed_at"] = a.recomputed_at;
         r["nll"] = s.nll;
         if (!ref_logits.empty()) {
           r["kl"] = KlDivergence(ref_logits, a.logits);
