@@ -94,7 +94,7 @@ void AddEvalSegmentsCommand(CLI::App& eval) {
                   "sentence encoder (default: the installed all-MiniLM-L6-v2)");
   cmd->add_option(
          "--methods", o->eval.methods,
-         "full first, then any of prefix, reuse, cacheblend, keep, keep-nosd, keep-1hop, keep-q")
+         "full first, then any of prefix, reuse, cacheblend, keep, keep-nosd, keep-1hop, keep-q, keep-d")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--ratio", o->eval.ratio, "mean recompute ratio r (cacheblend, keep)")

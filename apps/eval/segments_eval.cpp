@@ -347,7 +347,7 @@ Status RunSegmentsEval(const model::Model& model, const tokenizer::Tokenizer& to
                        const std::function<void(const nlohmann::ordered_json&)>& row) {
   const bool needs_encoder = std::any_of(
       options.methods.begin(), options.methods.end(),
-      [](const std::string& m) { return m == "keep" || m == "keep-1hop" || m == "keep-q"; });
+      [](const std::string& m) { return m.rfind("keep", 0) == 0 && m != "keep-nosd"; });
   if (needs_encoder && !encoder) {
     return FailedPrecondition(
         "keep groups segments by sentence embeddings: install the encoder with "
@@ -396,10 +396,12 @@ Status RunSegmentsEval(const model::Model& model, const tokenizer::Tokenizer& to
         c.rule = RecomputeRule::kSingleHop;
       } else if (name == "keep-q") {
         c.query_source = true;
+      } else if (name == "keep-d") {
+        c.debias = true;
       } else if (name != "keep") {
         return InvalidArgument(
             "unknown method '" + name +
-            "' (full, prefix, reuse, cacheblend, keep, keep-nosd, keep-1hop, keep-q)");
+            "' (full, prefix, reuse, cacheblend, keep, keep-nosd, keep-1hop, keep-q, keep-d)");
       }
       auto m = std::make_unique<KeepMethod>(model, pool, &kv, c, chunks);
       KVMEM_RETURN_IF_ERROR(m->Begin(prefix));
@@ -445,7 +447,7 @@ Status RunSegmentsEval(const model::Model& model, const tokenizer::Tokenizer& to
         // Step 0 of a segment method builds every cache: not a step of the world yet.
         KVMEM_ASSIGN_OR_RETURN(Answered a, method->Step(step, state, query, q_emb));
         double ttft = Ms(t0, Clock::now());
-        const bool uses_embeddings = name == "keep" || name == "keep-1hop" || name == "keep-q";
+        const bool uses_embeddings = name.rfind("keep", 0) == 0 && name != "keep-nosd";
         if (uses_embeddings) ttft += embed_ms;
         KVMEM_ASSIGN_OR_RETURN(Scored s, Score(model, tok, pool, a, answer, options.answer_tokens));
         a.owned.reset();

@@ -10,6 +10,7 @@
 //   keep-nosd   KEEP without static-dynamic construction (every segment its own cache)
 //   keep-1hop   KEEP without multi-hop (the query's attention alone chooses)
 //   keep-q      KEEP with the query a source of every propagation round (importance.h)
+//   keep-d      KEEP with attention above the average source's (importance.h)
 // Per step and method: TTFT (updates' cache work included: the planner waits for it), tokens
 // prefilled (cache work plus the share of segment tokens recomputed over layers plus the query),
 // NLL of the gold answer, KL of the first answer token's distribution to full's, and whether the

@@ -55,6 +55,20 @@ TEST(Importance, MultiHopFollowsTheChainASingleHopMisses) {
   // {table, key, door}; then the same set.
   EXPECT_EQ(MultiHopSelect(in, 30, kMaxHops, &hops, true), (std::vector<int>{0, 1, 2}));
   EXPECT_EQ(hops, 3);
+  // Debiased (attention above each segment's mean over the sources that can see it: table
+  // .175, key .2, door .15, sofa 0): {door, sofa, lamp} -> key .4 / 3, door .05 / 3, the rest 0
+  // -> {table, key, door} (ties to the lower index); then table .525 / 3, key .4 / 3, door 0.
+  EXPECT_EQ(MultiHopSelect(in, 30, kMaxHops, &hops, false, true), (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(hops, 2);
+  // A sink every source pays alike (here the table, which all four later segments see) changes
+  // nothing debiased, however strong.
+  LayerImportance sink = in;
+  for (int a = 1; a < 5; ++a) sink.cross[a][0] += 0.3;
+  EXPECT_EQ(MultiHopSelect(sink, 30, kMaxHops, nullptr, false, true),
+            MultiHopSelect(in, 30, kMaxHops, nullptr, false, true));
+  for (int a = 1; a < 5; ++a) sink.cross[a][0] += 5.0;
+  EXPECT_EQ(MultiHopSelect(sink, 30, kMaxHops, nullptr, false, true),
+            MultiHopSelect(in, 30, kMaxHops, nullptr, false, true));
   EXPECT_TRUE(TopByTokens(in.query, in.tokens, 0).empty());
   // A budget smaller than any segment still keeps the best one.
   EXPECT_EQ(TopByTokens(in.query, in.tokens, 5), (std::vector<int>{2}));

@@ -289,7 +289,8 @@ Result<BlendResult> Blend(const model::Model& model, ThreadPool* pool, const kv:
     }
     int hops = 0;
     const std::vector<int> chosen =
-        cross ? MultiHopSelect(imp, budget, kMaxHops, &hops, options.query_source)
+        cross ? MultiHopSelect(imp, budget, kMaxHops, &hops, options.query_source,
+                                                           options.debias)
               : SingleHopSelect(imp, budget);
     out.stats.hops[static_cast<size_t>(l)] = hops;
     std::fill(keep_segment.begin(), keep_segment.end(), 0);

@@ -57,6 +57,7 @@ struct BlendOptions {
   RecomputeRule rule = RecomputeRule::kMultiHop;
   double ratio = 0.15;  // mean share of segment tokens computed per layer
   bool query_source = false;  // kMultiHop: the query a source of every round (importance.h)
+  bool debias = false;        // kMultiHop: attention above the average source's (importance.h)
   int max_batch = 256;        // RecomputeRule::kNone: the query's micro-batch
 };
 

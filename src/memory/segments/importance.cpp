@@ -24,8 +24,17 @@ std::vector<int> TopByTokens(std::span<const double> score, std::span<const int6
 }
 
 std::vector<int> MultiHopSelect(const LayerImportance& in, int64_t budget, int max_hops, int* hops,
-                                bool query_source) {
+                                bool query_source, bool debias) {
   const size_t n = in.query.size();
+  // debias: what the average source that can see b (a later segment) pays it.
+  std::vector<double> base(n, 0.0);
+  if (debias) {
+    for (size_t b = 0; b + 1 < n; ++b) {
+      double sum = 0;
+      for (size_t a = b + 1; a < n; ++a) sum += in.cross[a][b];
+      base[b] = sum / static_cast<double>(n - b - 1);
+    }
+  }
   std::vector<int> relevant = TopByTokens(in.query, in.tokens, budget);
   int rounds = 0;
   std::vector<double> score(n);
@@ -35,7 +44,7 @@ std::vector<int> MultiHopSelect(const LayerImportance& in, int64_t budget, int m
     const double sources = static_cast<double>(relevant.size()) + (query_source ? 1 : 0);
     for (size_t b = 0; b < n; ++b) {
       double sum = query_source ? in.query[b] : 0.0;
-      for (int a : relevant) sum += in.cross[a][b];
+      for (int a : relevant) sum += std::max(0.0, in.cross[a][b] - base[b]);
       score[b] = sources > 0 ? sum / sources : in.query[b];
     }
     std::vector<int> next = TopByTokens(score, in.tokens, budget);

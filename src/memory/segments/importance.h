@@ -16,6 +16,9 @@
 // Variant (kvmem's, measured in docs/eval/keep.md): the query stays one of the sources of every
 // round (query_source), so a chain cannot forget its start, the door that made the key
 // important; read literally the paper's rounds use R alone.
+// Second variant (debias): each segment's attention from a source counts only above what the
+// average source pays it, so a segment every other one attends to by position (the first ones
+// after the system text: docs/eval/keep.md, "Findings") gains nothing from that.
 // SingleHopSelect is the ablation "without multi-hop": R from the query's attention alone.
 //
 // Thread-safety: pure functions.
@@ -43,7 +46,8 @@ inline constexpr int kMaxHops = 8;
 
 // Ascending indices of the relevant set; *hops (optional): propagation rounds run.
 std::vector<int> MultiHopSelect(const LayerImportance& in, int64_t budget, int max_hops = kMaxHops,
-                                int* hops = nullptr, bool query_source = false);
+                                int* hops = nullptr, bool query_source = false,
+                                bool debias = false);
 std::vector<int> SingleHopSelect(const LayerImportance& in, int64_t budget);
 
 // (n_layers) share of memory tokens recomputed in each layer: 1 in layer 0, then decreasing

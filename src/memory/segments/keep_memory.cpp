@@ -282,6 +282,7 @@ Result<BlendResult> KeepMemory::Answer(std::span<const int32_t> query,
   options.rule = config_.rule;
   options.ratio = config_.recompute_ratio;
   options.query_source = config_.query_source;
+  options.debias = config_.debias;
   KVMEM_ASSIGN_OR_RETURN(
       BlendResult r, Blend(model_, threads_, *prefix_rows_,
                            static_cast<int64_t>(prefix_tokens_.size()), placed, query, options));

@@ -52,6 +52,7 @@ struct KeepConfig {
   bool static_dynamic = true;     // false: every segment a unit of its own (ablation)
   RecomputeRule rule = RecomputeRule::kMultiHop;
   bool query_source = false;  // BlendOptions::query_source
+  bool debias = false;        // BlendOptions::debias
 };
 
 // One segment as a client sees it.
