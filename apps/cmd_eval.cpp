@@ -12,6 +12,7 @@ void AddEvalCommands(CLI::App& app) {
   AddEvalNeedleCommand(*eval);
   AddEvalLocomoCommand(*eval);
   AddEvalAgentTraceCommand(*eval);
+  AddEvalSegmentsCommand(*eval);
 }
 
 }  // namespace kvmem::app

@@ -24,5 +24,6 @@ void AddEvalKvQuantCommand(CLI::App& eval);
 void AddEvalNeedleCommand(CLI::App& eval);
 void AddEvalLocomoCommand(CLI::App& eval);
 void AddEvalAgentTraceCommand(CLI::App& eval);
+void AddEvalSegmentsCommand(CLI::App& eval);
 
 }  // namespace kvmem::app
