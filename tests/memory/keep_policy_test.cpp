@@ -1,8 +1,9 @@
 // The keep policy (memory/segments/keep_policy.h) on a tiny random llama with the byte tokenizer
 // and the tiny random BERT: segments put, replaced and deleted through the runtime (and
 // persisted); an answer reads the segments (their text changes its logits); a memory saved to
-// the store and restored answers with the logits it gave before; a put that fails leaves the
-// old segment whole; an agent of another policy, a bad name and a missing encoder are refused.
+// the store and restored answers with the logits it gave before; a put that fails (its cache, or
+// the save) leaves the old segment whole, in RAM and in the store; an agent of another policy, a
+// bad name and a missing encoder are refused.
 #include "memory/segments/keep_policy.h"
 
 #include <gtest/gtest.h>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "agent_runtime_fixture.h"
+#include "faulty_fs.h"
 #include "memory/policy/policy_table.h"
 
 namespace kvmem::memory {
@@ -261,6 +263,38 @@ TEST_F(KeepPolicyTest, AFailedPutLeavesTheOldSegment) {
             ErrorCode::kOutOfRange);
   EXPECT_EQ((*rt->Segments(ada_, List()))[0]["text"], kDoor);
   EXPECT_EQ((*Runtime()->Segments(ada_, List()))[0]["text"], kDoor);
+}
+
+// A put whose save fails (the file system refuses a write) answers the error, and the agent
+// keeps the segment as it was, in RAM (the memory is reloaded from the store) and on disk.
+TEST_F(KeepPolicyTest, AFailedSaveLeavesTheOldSegment) {
+  store_.reset();
+  store::testing::FaultyFs fs;
+  store::StoreOptions o{dir_.path(), std::string(32, 'a'), 257};
+  o.file_ops = &fs;
+  auto reopened = store::AgentStore::Open(o);
+  ASSERT_TRUE(reopened.ok()) << reopened.status().ToString();
+  store_.emplace(std::move(*reopened));
+  auto rt = Runtime();
+  ASSERT_TRUE(rt->CreateAgent(ada_, *rt->ValidateMemory("keep", Json::object())).ok());
+  ASSERT_TRUE(rt->Segments(ada_, Put("door", kDoor)).ok());
+  fs.FailNth(1, store::testing::FsCall::kWrite);
+  auto failed = rt->Segments(ada_, Put("door", "The red door is open."));
+  ASSERT_TRUE(fs.fired());
+  EXPECT_EQ(failed.status().code(), ErrorCode::kIo) << failed.status().ToString();
+  fs.FailNth(0);
+  auto list = rt->Segments(ada_, List());
+  ASSERT_TRUE(list.ok()) << list.status().ToString();
+  ASSERT_EQ(list->size(), 1u);
+  EXPECT_EQ((*list)[0]["text"], kDoor);
+  EXPECT_EQ((*Runtime()->Segments(ada_, List()))[0]["text"], kDoor);
+  // A new key's put fails the same way and leaves no segment behind.
+  fs.FailNth(1, store::testing::FsCall::kWrite);
+  EXPECT_EQ(rt->Segments(ada_, Put("key", kKey)).status().code(), ErrorCode::kIo);
+  fs.FailNth(0);
+  EXPECT_EQ(Names(*rt->Segments(ada_, List())), (std::vector<std::string>{"door"}));
+  ASSERT_TRUE(rt->Segments(ada_, Put("door", "The red door is open.")).ok());
+  EXPECT_EQ((*Runtime()->Segments(ada_, List()))[0]["text"], "The red door is open.");
 }
 
 TEST_F(KeepPolicyTest, AnEncoderIsNeededOnlyForRetrievalOrGroups) {
