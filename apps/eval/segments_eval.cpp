@@ -95,6 +95,8 @@ class Method {
   virtual Result<Answered> Step(const TextWorld::Step& step, const WorldState& state,
                                 std::span<const int32_t> query,
                                 std::span<const float> query_embedding) = 0;
+  // Cache work between steps (off the next query's path); tokens prefilled.
+  virtual Result<int64_t> AfterStep() { return int64_t{0}; }
 };
 
 std::vector<int32_t> Concat(const WorldState& state, std::span<const int32_t> prefix,
@@ -177,8 +179,14 @@ class KeepMethod : public Method {
     a.seq = a.owned.get();
     a.next_pos = r.next_pos;
     a.logits = std::move(r.logits);
-    memory_.EndStep();
     return a;
+  }
+
+  Result<int64_t> AfterStep() override {
+    memory_.EndStep();
+    memory_.TakeEncoded();
+    KVMEM_RETURN_IF_ERROR(memory_.Refresh());
+    return memory_.TakeEncoded().tokens;
   }
 
  private:
@@ -431,6 +439,10 @@ Status RunSegmentsEval(const model::Model& model, const tokenizer::Tokenizer& to
         const bool uses_embeddings = name == "keep" || name == "keep-1hop" || name == "keep-q";
         if (uses_embeddings) ttft += embed_ms;
         KVMEM_ASSIGN_OR_RETURN(Scored s, Score(model, tok, pool, a, answer, options.answer_tokens));
+        a.owned.reset();
+        const auto t_after = Clock::now();
+        KVMEM_ASSIGN_OR_RETURN(int64_t after_tokens, method->AfterStep());
+        const double after_ms = Ms(t_after, Clock::now());
         if (name == "full") {
           ref_logits = a.logits;
           ref_greedy = s.greedy;
@@ -444,6 +456,8 @@ Status RunSegmentsEval(const model::Model& model, const tokenizer::Tokenizer& to
         r["ttft_ms"] = ttft;
         r["prefilled"] = a.prefilled;
         r["computed_share"] = a.computed_share;
+        r["after_ms"] = after_ms;
+        r["after_tokens"] = after_tokens;
         r["place_ms"] = a.place_ms;
         r["importance_ms"] = a.importance_ms;
         r["nll"] = s.nll;

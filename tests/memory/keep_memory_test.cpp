@@ -222,9 +222,12 @@ TEST_P(KeepTest, GroupsTurnStaticWhenQuietAndDynamicOnAWrite) {
   EXPECT_FALSE(list[0].is_static);
   answer();  // step 1
   EXPECT_EQ(m.TakeEncoded().tokens, 0);
-  answer();  // step 2: quiet for 2 steps, both groups computed jointly
+  // Step 2 begins: quiet for 2 steps, both groups are computed jointly (here, between steps).
+  ASSERT_TRUE(m.Refresh().ok());
   EXPECT_EQ(m.TakeEncoded().tokens, 30);
   EXPECT_TRUE(m.Find("s0")->is_static && m.Find("s3")->is_static);
+  answer();  // step 2: nothing more to compute
+  EXPECT_EQ(m.TakeEncoded().tokens, 0);
   // A write to s1: its group goes dynamic, s0 gets a cache of its own.
   ASSERT_TRUE(m.Put("s1", "text", segs_[1], emb[1]).ok());
   EXPECT_EQ(m.TakeEncoded().tokens, 7 + 6);

@@ -16,7 +16,9 @@
 // are in; 0 reads every segment. Chosen units are placed in memory order.
 //
 // Answer: the prefix, the chosen caches at fresh positions and the query, with the recompute
-// rule of blend.h. A step ends with EndStep (the query's turn is over).
+// rule of blend.h. A step ends with EndStep (the query's turn is over). Answer refreshes the
+// caches first; a caller with time between steps (the robot acting, the reply streamed) calls
+// Refresh right after EndStep, so a group's promotion to static is off the next query's path.
 //
 // The ablation "without static-dynamic construction" is static_dynamic = false: every segment
 // is always a unit of its own.
@@ -88,7 +90,8 @@ class KeepMemory {
   // NotFound when there is no such segment.
   Status Remove(std::string_view name);
 
-  // Brings every cache up to the current step (grouping, static transitions).
+  // Brings every cache up to the current step (grouping, static transitions, caches a new
+  // prefix dropped).
   Status Refresh();
   // Refresh, retrieval and the blend of blend.h. query_embedding as Put's (empty: top_k ignored).
   Result<BlendResult> Answer(std::span<const int32_t> query,
