@@ -313,6 +313,27 @@ TEST_F(KeepPolicyTest, AnEncoderIsNeededOnlyForRetrievalOrGroups) {
   EXPECT_EQ(plain.policy->Report()["segments_read"], Json({"door"}));
 }
 
+// A group quiet for static_after steps is cached jointly by the Commit that ends the step, so
+// the next request computes no cache before its first token.
+TEST_F(KeepPolicyTest, CommitPromotesQuietGroupsOffTheNextRequestsPath) {
+  Agent a = Make(Json{{"static_after", 1}, {"group_size", 4}});
+  ASSERT_TRUE(a.policy);
+  ASSERT_TRUE(a.policy->Segments(Put("door", kDoor)).ok());
+  ASSERT_TRUE(a.policy->Segments(Put("key", kKey)).ok());
+  Ask(a.policy.get(), kQuestion);
+  const Json first = a.policy->Report();
+  EXPECT_EQ(first["encoded_caches"], 2);  // the puts
+  ASSERT_TRUE(first.contains("maintenance")) << first.dump();
+  EXPECT_EQ(first["maintenance"]["encoded_caches"], 1);  // the group's joint cache
+  const Result<Json> list = a.policy->Segments(List());
+  ASSERT_TRUE(list.ok());
+  ASSERT_EQ(list->size(), 2u);
+  for (const Json& s : *list) EXPECT_TRUE(s["static"].get<bool>());
+  Ask(a.policy.get(), kQuestion);
+  EXPECT_EQ(a.policy->Report()["encoded_caches"], 0);
+  EXPECT_FALSE(a.policy->Report().contains("maintenance"));
+}
+
 // With top_k 1 a request reads one segment of two.
 TEST_F(KeepPolicyTest, TopKReadsTheNearestSegments) {
   Agent a = Make(Json{{"top_k", 1}, {"group_size", 1}});

@@ -1,8 +1,10 @@
 #include "memory/segments/keep_policy.h"
 
 #include <algorithm>
+#include <chrono>
 #include <mutex>
 
+#include "core/clock.h"
 #include "core/log.h"
 #include "tokenizer/chat_template.h"
 
@@ -318,6 +320,24 @@ Status KeepPolicy::Commit() {
   keep_->EndStep();
   working_.reset();
   context_.clear();
+  // The new step's promotions to static run now, after the reply, not before the next request's
+  // first token. A failure here is the next Answer's to report (it refreshes again).
+  const auto t0 = std::chrono::steady_clock::now();
+  Status refreshed;
+  {
+    const auto lock = LockCompute(env_);
+    refreshed = keep_->Refresh();
+  }
+  if (!refreshed.ok()) {
+    KVMEM_LOG_WARN("keep: refreshing the caches after a turn: %s", refreshed.ToString().c_str());
+  }
+  const segments::EncodeCost encoded = keep_->TakeEncoded();
+  if (encoded.units > 0) {
+    report_["maintenance"] = Json{{"action", "refresh"},
+                                  {"seconds", SecondsSince(t0)},
+                                  {"encoded_tokens", encoded.tokens},
+                                  {"encoded_caches", encoded.units}};
+  }
   return Status::Ok();
 }
 

@@ -14,8 +14,9 @@
 //   query     the rest of that turn ("<|im_end|>\n"), then the request's whole rendered prompt
 // The reply is not remembered: the segments are the memory. Commit ends the step that KEEP's
 // static/dynamic grouping counts (a group is static once none of its segments changed for
-// static_after steps). text() is "" and client_conversation() nullopt: every prompt is read as
-// a new request, none diverges.
+// static_after steps) and refreshes the caches for the next step (promotions to static run
+// after the reply, off the next request's first token). text() is "" and client_conversation()
+// nullopt: every prompt is read as a new request, none diverges.
 //
 // Embeddings (PolicyEnv::encoder): segments and queries are embedded when top_k > 0 (retrieval)
 // or group_size > 1 (k-means groups); group_size 1 is KEEP's ablation without static-dynamic
@@ -60,7 +61,9 @@ class KeepPolicy : public MemoryPolicy {
   PersistedMemory Persist() const override;
   // After a turn: {"segments", "segments_read": [names], "segment_tokens", "query_tokens",
   // "recomputed_share", "hops": per layer, "recomputed_last_layer": [names], "encoded_tokens",
-  // "encoded_caches" (caches computed since the last turn), "rule", "step"}.
+  // "encoded_caches" (caches computed since the last turn's end: puts), "rule", "step", and
+  // "maintenance": {"action": "refresh", "seconds", "encoded_tokens", "encoded_caches"} when
+  // Commit computed caches (groups promoted to static for the next step)}.
   Json Report() const override { return report_; }
   // text: the memory as text; cached: all of it; parts: the segments, {"kind": "segment",
   // "bytes", "name", "group", "static", "tokens"}.
