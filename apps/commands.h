@@ -11,6 +11,8 @@ void AddIdsCommands(CLI::App& app);
 void AddServeCommand(CLI::App& app);
 void AddChatCommand(CLI::App& app);
 void AddInspectCommand(CLI::App& app);
+// `segments put|delete|list`: the named segments of an agent's memory (the keep policy).
+void AddSegmentsCommands(CLI::App& app);
 // `scenario run|check`: multi-agent scenarios over agents' KV memories.
 void AddScenarioCommands(CLI::App& app);
 void AddCalibrateCommand(CLI::App& app);

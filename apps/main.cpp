@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   kvmem::app::AddServeCommand(app);
   kvmem::app::AddChatCommand(app);
   kvmem::app::AddInspectCommand(app);
+  kvmem::app::AddSegmentsCommands(app);
   kvmem::app::AddScenarioCommands(app);
   kvmem::app::AddCalibrateCommand(app);
   kvmem::app::AddBenchCommand(app);

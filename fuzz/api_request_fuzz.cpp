@@ -12,10 +12,12 @@
 // in (memory::SpecFromRecord). See fuzz/README.md.
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "engine/grammar/matcher.h"
 #include "memory/policy/policy_table.h"
+#include "serve/agent_path.h"
 #include "serve/agents_api.h"
 #include "serve/anthropic_api.h"
 #include "serve/openai_api.h"
@@ -66,6 +68,10 @@ class OneRecordBackend : public serve::Backend {
     return Unsupported("fuzz");
   }
   Result<nlohmann::json> RebuildAgent(const std::string&, const std::string&) override {
+    return Unsupported("fuzz");
+  }
+  Result<nlohmann::json> AgentSegments(const std::string&, const std::string&,
+                                       const memory::SegmentRequest&) override {
     return Unsupported("fuzz");
   }
   Result<memory::AgentMemoryView> InspectAgent(const std::string&, const std::string&) override {
@@ -147,6 +153,23 @@ void CheckAgentCreate(std::string_view body) {
   Check(stored.ok() && stored->kind == spec->kind && stored->config == spec->config);
 }
 
+// A segment PUT body, and the bytes as an agent path's segment name: what is accepted is a
+// valid segment.
+void CheckSegment(std::string_view body) {
+  Result<std::string> text = serve::ParseSegmentPutRequest(body);
+  if (text.ok()) {
+    Check(memory::ValidateSegmentText(*text).ok());
+  } else {
+    Check(!text.status().message().empty());
+  }
+  Result<serve::AgentPath> path =
+      serve::ParseAgentPath("/v1/agents/a/segments/" + std::string(body));
+  if (path.ok()) {
+    Check(path->resource == serve::AgentResource::kSegment &&
+          memory::ValidateSegmentName(path->segment).ok());
+  }
+}
+
 }  // namespace
 }  // namespace kvmem::fuzz
 
@@ -163,5 +186,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                  /*header_names_agent=*/false);
   }
   CheckAgentCreate(body);
+  CheckSegment(body);
   return 0;
 }

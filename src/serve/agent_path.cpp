@@ -1,5 +1,7 @@
 #include "serve/agent_path.h"
 
+#include "memory/policy/segments.h"
+#include "serve/json_body.h"
 #include "serve/request_fields.h"
 
 namespace kvmem::serve {
@@ -51,6 +53,16 @@ Result<AgentPath> ParseAgentPath(std::string_view target) {
       out.resource = AgentResource::kMemory;
     } else if (sub == "turns") {
       out.resource = AgentResource::kTurns;
+    } else if (sub == "segments") {
+      out.resource = AgentResource::kSegments;
+    } else if (sub.starts_with("segments/")) {
+      out.resource = AgentResource::kSegment;
+      Result<std::string> name = PercentDecode(sub.substr(std::string_view("segments/").size()));
+      if (!name.ok()) return FieldError("path", name.status().message());
+      if (Status valid = memory::ValidateSegmentName(*name); !valid.ok()) {
+        return FieldError("path", valid.message());
+      }
+      out.segment = std::move(*name);
     } else {
       return NotFound("not an agent path");
     }

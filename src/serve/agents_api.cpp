@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "memory/policy/segments.h"
 #include "memory/store/manifest.h"
 #include "serve/json_body.h"
 #include "serve/request_fields.h"
@@ -107,6 +108,41 @@ std::string AgentListJson(std::vector<AgentInfo> agents) {
 
 std::string AgentDeletedJson(const std::string& id) {
   return DumpJson({{"id", id}, {"object", "agent.deleted"}, {"deleted", true}});
+}
+
+namespace {
+
+Json WithSegmentObject(Json segment) {
+  if (segment.is_object()) segment["object"] = "agent.segment";
+  return segment;
+}
+
+}  // namespace
+
+Result<std::string> ParseSegmentPutRequest(std::string_view body) {
+  KVMEM_ASSIGN_OR_RETURN(Json j, ParseJsonObject(body));
+  for (const auto& [key, value] : j.items()) {
+    if (key != "text") return FieldError(key, "unknown field (text)");
+  }
+  KVMEM_ASSIGN_OR_RETURN(std::string text, RequiredString(j, "text", "text"));
+  if (Status valid = memory::ValidateSegmentText(text); !valid.ok()) {
+    return FieldError("text", valid.message());
+  }
+  return text;
+}
+
+std::string SegmentJson(const Json& segment) { return DumpJson(WithSegmentObject(segment)); }
+
+std::string SegmentListJson(const Json& segments) {
+  Json data = Json::array();
+  if (segments.is_array()) {
+    for (const Json& s : segments) data.push_back(WithSegmentObject(s));
+  }
+  return DumpJson({{"object", "list"}, {"data", std::move(data)}});
+}
+
+std::string SegmentDeletedJson(const std::string& name) {
+  return DumpJson({{"name", name}, {"object", "agent.segment.deleted"}, {"deleted", true}});
 }
 
 }  // namespace kvmem::serve

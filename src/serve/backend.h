@@ -25,6 +25,7 @@
 
 #include "core/status.h"
 #include "memory/agents/inspection.h"
+#include "memory/policy/segments.h"
 #include "serve/api_types.h"
 
 namespace kvmem::serve {
@@ -88,6 +89,13 @@ class Backend {
   // (MemoryPolicy::Rebuild); what it did, null when its policy has nothing to rebuild.
   // NotFound if there is no such agent.
   virtual Result<nlohmann::json> RebuildAgent(const std::string& tenant, const std::string& id) = 0;
+  // The agent's memory segments (memory/policy/segments.h): GET /v1/agents/{id}/segments, PUT
+  // and DELETE /v1/agents/{id}/segments/{name}; what MemoryPolicy::Segments returns. NotFound
+  // for an agent this tenant does not have (or, deleting, a segment it does not hold);
+  // Unsupported for an agent whose policy has no segments. A write is durable when this returns;
+  // a failed one changed nothing.
+  virtual Result<nlohmann::json> AgentSegments(const std::string& tenant, const std::string& id,
+                                               const memory::SegmentRequest& request) = 0;
 
   // The memory inspector (serve/inspector_api.h). GET /v1/agents/{id}/memory: the agent's
   // memory as it is (brings a stored agent into RAM, after its queued turns); GET

@@ -34,7 +34,7 @@ class CorsPolicy {
   // else the origin itself (responses then also vary by Origin).
   std::string AllowOriginValue(std::string_view origin) const;
 
-  static constexpr const char* kAllowMethods = "GET, POST, DELETE, OPTIONS";
+  static constexpr const char* kAllowMethods = "GET, POST, PUT, DELETE, OPTIONS";  // PUT: segments
   // Asked for by the official clients and browsers' fetch; sent when a preflight names none.
   static constexpr const char* kAllowHeaders =
       "Authorization, Content-Type, X-Api-Key, X-Agent-Id, Anthropic-Version, Anthropic-Beta";

@@ -242,6 +242,12 @@ Result<nlohmann::json> EngineBackend::RebuildAgent(const std::string& tenant,
   return runtime_->Rebuild({tenant, id});
 }
 
+Result<nlohmann::json> EngineBackend::AgentSegments(const std::string& tenant,
+                                                    const std::string& id,
+                                                    const memory::SegmentRequest& request) {
+  return runtime_->Segments({tenant, id}, request);
+}
+
 Result<memory::AgentMemoryView> EngineBackend::InspectAgent(const std::string& tenant,
                                                             const std::string& id) {
   return runtime_->Inspect({tenant, id});

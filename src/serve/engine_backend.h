@@ -35,6 +35,8 @@ class EngineBackend : public Backend {
   Result<AgentInfo> GetAgent(const std::string& tenant, const std::string& id) override;
   Status DeleteAgent(const std::string& tenant, const std::string& id) override;
   Result<nlohmann::json> RebuildAgent(const std::string& tenant, const std::string& id) override;
+  Result<nlohmann::json> AgentSegments(const std::string& tenant, const std::string& id,
+                                       const memory::SegmentRequest& request) override;
   Result<memory::AgentMemoryView> InspectAgent(const std::string& tenant,
                                                const std::string& id) override;
   Result<std::vector<memory::TurnRecord>> AgentTurns(const std::string& tenant,

@@ -345,11 +345,12 @@ class HttpServer::Handlers {
     SendError(res, {ApiErrorKind::kAuthentication, "invalid API key"}, DialectOfPath(req.path));
   }
 
-  // GET|DELETE /v1/agents/{id}, POST /v1/agents/{id}/rebuild and the inspector's GET
-  // /v1/agents/{id}/memory and /turns (agent_path.h).
+  // GET|DELETE /v1/agents/{id}, POST /v1/agents/{id}/rebuild, the inspector's GET
+  // /v1/agents/{id}/memory and /turns, GET .../segments and PUT|DELETE .../segments/{name}
+  // (agent_path.h).
   Route Agent() {
     return [this](const httplib::Request& req, httplib::Response& res, const std::string& tenant,
-                  std::string_view) {
+                  std::string_view body) {
       Result<AgentPath> path = ParseAgentPath(req.target);
       if (!path.ok() && path.status().code() == ErrorCode::kNotFound) {
         return SendError(res, {ApiErrorKind::kNotFound, LibraryErrorMessage(req, 404)},
@@ -358,9 +359,14 @@ class HttpServer::Handlers {
       if (!path.ok()) return SendStatus(res, path.status(), Dialect::kOpenAi);
       const std::string& id = path->id;
       const AgentResource what = path->resource;
-      const char* allow = what == AgentResource::kRebuild ? "POST"
-                          : what == AgentResource::kAgent ? "GET, DELETE"
-                                                          : "GET";
+      const char* allow = what == AgentResource::kRebuild   ? "POST"
+                          : what == AgentResource::kAgent   ? "GET, DELETE"
+                          : what == AgentResource::kSegment ? "PUT, DELETE"
+                                                            : "GET";
+      if ((what == AgentResource::kSegments || what == AgentResource::kSegment) &&
+          Segments(req, res, tenant, *path, body)) {
+        return;
+      }
       if (what == AgentResource::kRebuild && req.method == "POST") {
         auto done = s_->backend_->RebuildAgent(tenant, id);
         if (!done.ok()) return SendStatus(res, done.status(), Dialect::kOpenAi);
@@ -393,6 +399,39 @@ class HttpServer::Handlers {
                                                       req.path + " (allowed: " + allow + ")"},
                 Dialect::kOpenAi);
     };
+  }
+
+  // The segment routes (agents_api.h); false for a method the route does not have.
+  bool Segments(const httplib::Request& req, httplib::Response& res, const std::string& tenant,
+                const AgentPath& path, std::string_view body) {
+    using Op = memory::SegmentRequest::Op;
+    memory::SegmentRequest r;
+    if (path.resource == AgentResource::kSegments && req.method == "GET") {
+      r.op = Op::kList;
+    } else if (path.resource == AgentResource::kSegment && req.method == "PUT") {
+      r.op = Op::kPut;
+      r.name = path.segment;
+      Result<std::string> text = ParseSegmentPutRequest(body);
+      if (!text.ok()) {
+        SendStatus(res, text.status(), Dialect::kOpenAi);
+        return true;
+      }
+      r.text = std::move(*text);
+    } else if (path.resource == AgentResource::kSegment && req.method == "DELETE") {
+      r.op = Op::kDelete;
+      r.name = path.segment;
+    } else {
+      return false;
+    }
+    Result<Json> done = s_->backend_->AgentSegments(tenant, path.id, r);
+    if (!done.ok()) {
+      SendStatus(res, done.status(), Dialect::kOpenAi);
+      return true;
+    }
+    SendJson(res, r.op == Op::kList  ? SegmentListJson(*done)
+                  : r.op == Op::kPut ? SegmentJson(*done)
+                                     : SegmentDeletedJson(r.name));
+    return true;
   }
 
   // A CORS preflight (cors.h). Access-Control-Allow-Origin itself is added to every response to

@@ -4,6 +4,8 @@
 // stopped (same reply, rows and report); a hostile state blob and a hostile config are refused
 // by the row's own restore and parser with a clear error. The rows' configs are small enough
 // that the tiny model's histories exercise them (memart retrieves, h2o evicts, intentkv prunes).
+// A row whose memory is segments (keep) gets two segments before the first turn: the turns read
+// them, and the restart restores them.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -46,6 +48,12 @@ class PolicyConformanceTest : public testing::AgentRuntimeFixture,
   }
 };
 
+// The segments a row with segments holds (PolicyKind::segments).
+const SegmentRequest kSegments[] = {
+    {SegmentRequest::Op::kPut, "notebook", "The red notebook is in the top drawer."},
+    {SegmentRequest::Op::kPut, "bicycle", "The green bicycle has a bell and a basket."},
+};
+
 const std::string kTurns[] = {
     "Ada keeps a red notebook in the top drawer of her desk at home.",
     " She also owns a green bicycle with a bell and a basket.",
@@ -59,6 +67,14 @@ TEST_P(PolicyConformanceTest, ThreeTurnsRestartAndReplyAsTheLiveRuntime) {
   auto spec = live->ValidateMemory(name, ConfigFor(name));
   ASSERT_TRUE(spec.ok()) << spec.status().ToString();
   ASSERT_TRUE(live->CreateAgent(ada_, *spec).ok());
+  if (spec->kind->segments) {
+    for (const SegmentRequest& s : kSegments) {
+      auto put = live->Segments(ada_, s);
+      ASSERT_TRUE(put.ok()) << put.status().ToString();
+    }
+  } else {
+    EXPECT_EQ(live->Segments(ada_, {}).status().code(), ErrorCode::kUnsupported);
+  }
   std::string prompt, reply;
   for (int t = 0; t < 3; ++t) {
     prompt += kTurns[t];
@@ -100,6 +116,9 @@ TEST_P(PolicyConformanceTest, ThreeTurnsRestartAndReplyAsTheLiveRuntime) {
   }
   if (name == "memart") {
     EXPECT_GT(hot.memory_report["retrieved_rows"].get<int64_t>(), 0);
+  }
+  if (name == "keep") {  // the turns read the segments
+    EXPECT_EQ(hot.memory_report["segments_read"], Json({"notebook", "bicycle"}));
   }
   if (name == "epicache") {  // the history was compressed into episodes of at most 16 rows
     EXPECT_EQ(hot.memory_report["episodes"].get<int>(), 2);
@@ -168,6 +187,11 @@ TEST_P(PolicyConformanceTest, AbortLeavesTheMemoryAsBefore) {
   auto a = kind.create(env, spec->config, &pool_a);
   auto b = kind.create(env, spec->config, &pool_b);
   ASSERT_TRUE(a.ok() && b.ok());
+  if (spec->kind->segments) {
+    for (MemoryPolicy* p : {a->get(), b->get()}) {
+      for (const SegmentRequest& s : kSegments) ASSERT_TRUE(p->Segments(s).ok());
+    }
+  }
   std::vector<float> la, lb;
   const std::string p1 = kTurns[0] + kTurns[1];
   for (MemoryPolicy* p : {a->get(), b->get()}) {

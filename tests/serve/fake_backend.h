@@ -13,6 +13,9 @@
 //   [block]           wait in Generate, before accepting the prompt, until Release()
 //   [utf8-split]      reply "é" split across two pieces, then a lone 0xFF byte
 //   [no-prompt-call]  never call OnPrompt
+// Segments (AgentSegments) are kept per agent whose policy's table row has segments; a put
+// whose text holds [error:CODE] fails with that code and changes nothing. A "token" of a
+// segment is one byte of its text + "\n".
 // Thread-safe.
 #pragma once
 
@@ -192,6 +195,50 @@ class FakeBackend : public Backend {
     return nlohmann::json(nullptr);
   }
 
+  Result<nlohmann::json> AgentSegments(const std::string& tenant, const std::string& id,
+                                       const memory::SegmentRequest& request) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = agents_.find(tenant + "/" + id);
+    if (it == agents_.end()) return NotFound("no agent '" + id + "'");
+    Agent& a = it->second;
+    auto kind = memory::FindPolicyKind(a.info.policy);
+    if (!kind.ok() || !(*kind)->segments) {
+      return Unsupported("agent '" + id + "' has the '" + a.info.policy +
+                         "' memory policy; segments need the " + memory::SegmentPolicyNames() +
+                         " policy");
+    }
+    KVMEM_RETURN_IF_ERROR(memory::ValidateSegmentRequest(request));
+    const auto json = [](const std::string& name, const std::string& text) {
+      return nlohmann::json{{"name", name},
+                            {"text", text},
+                            {"group", -1},
+                            {"static", false},
+                            {"tokens", text.size() + 1}};
+    };
+    auto seg = std::find_if(a.segments.begin(), a.segments.end(),
+                            [&](const auto& s) { return s.first == request.name; });
+    switch (request.op) {
+      case memory::SegmentRequest::Op::kList: {
+        nlohmann::json list = nlohmann::json::array();
+        for (const auto& [name, text] : a.segments) list.push_back(json(name, text));
+        return list;
+      }
+      case memory::SegmentRequest::Op::kPut:
+        if (Status s = MarkedError(request.text); !s.ok()) return s;
+        if (seg == a.segments.end()) {
+          a.segments.emplace_back(request.name, request.text);
+        } else {
+          seg->second = request.text;
+        }
+        return json(request.name, request.text);
+      case memory::SegmentRequest::Op::kDelete:
+        if (seg == a.segments.end()) return NotFound("no segment named '" + request.name + "'");
+        a.segments.erase(seg);
+        return nlohmann::json{{"deleted", true}, {"name", request.name}};
+    }
+    return Internal("fake: unknown segment operation");
+  }
+
   // The memory is the agent's rendered text, all cached, one part per turn; a turn record per
   // generation, its report naming the part it read.
   Result<memory::AgentMemoryView> InspectAgent(const std::string& tenant,
@@ -325,6 +372,7 @@ class FakeBackend : public Backend {
   struct Agent {
     AgentInfo info;
     std::string memory;
+    std::vector<std::pair<std::string, std::string>> segments;  // (name, text), memory order
     std::vector<memory::TurnRecord> turns;
   };
 

@@ -287,12 +287,16 @@ TEST(HttpServer, AgentsCreateWithAMemoryPolicy) {
       {R"({"id":"x","max_checkpoints":65})", "'max_checkpoints'"},
       {R"({"memory":"retrieval"})", "'id': required"},
       {R"({"id":"a\u0001b"})", "id"},
-      {R"({"id":"x","memory":"episodic"})", "unknown memory policy 'episodic' (policies: none, full, memart, h2o, epicache, intentkv)"},
-      {R"({"id":"x","memory":{"policy":"nope"}})", "policies: none, full, memart, h2o, epicache, intentkv"},
+      {R"({"id":"x","memory":"episodic"})",
+       "unknown memory policy 'episodic' (policies: none, full, memart, h2o, epicache, intentkv, "
+       "keep)"},
+      {R"({"id":"x","memory":{"policy":"nope"}})",
+       "policies: none, full, memart, h2o, epicache, intentkv, keep"},
       {R"({"id":"x","memory":{"config":{}}})", "'memory.policy'"},
       {R"({"id":"x","memory":{"policy":"h2o","budget":4}})", "'memory.budget'"},
       {R"({"id":"x","memory":{"policy":"h2o","config":[]}})", "'memory.config'"},
-      {R"({"id":"x","memory":{"policy":"h2o","config":{"budget":0}}})", "'budget' must be an integer in [1, 1048576]"},
+      {R"({"id":"x","memory":{"policy":"h2o","config":{"budget":0}}})",
+       "'budget' must be an integer in [1, 1048576]"},
       {R"({"id":"x","memory":{"policy":"full","config":{"top_k":4}}})", "unknown field 'top_k'"},
       {R"({"id":"x","memory":{"policy":"memart"},"retrieval":{}})", "'retrieval'"},
       {R"({"id":"x","memory":"full","retrieval":{"top_k":4}})", "'retrieval'"},
@@ -327,7 +331,8 @@ TEST(HttpServer, PoliciesListEveryPolicyWithItsConfig) {
   EXPECT_EQ(j["object"], "list");
   std::vector<std::string> names;
   for (const Json& p : j["data"]) names.push_back(p["name"]);
-  EXPECT_EQ(names, (std::vector<std::string>{"none", "full", "memart", "h2o", "epicache", "intentkv"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"none", "full", "memart", "h2o", "epicache",
+                                             "intentkv", "keep"}));
   const Json& memart = j["data"][2];
   EXPECT_EQ(memart["aliases"], Json::parse(R"(["retrieval"])"));
   EXPECT_EQ(memart["config"]["top_k"]["default"], 32);

@@ -35,7 +35,8 @@ class PoliciesTest(unittest.TestCase):
             c = client(srv.url)
             listed = c.get("/policies", cast_to=object)
             names = [p["name"] for p in listed["data"]]
-            self.assertEqual(names, ["none", "full", "memart", "h2o", "epicache", "intentkv"])
+            self.assertEqual(names,
+                             ["none", "full", "memart", "h2o", "epicache", "intentkv", "keep"])
             memart = listed["data"][2]
             self.assertEqual(memart["config"]["top_k"]["min"], 1)
             self.assertEqual(memart["config"]["preset"]["default"], "auto")
@@ -47,7 +48,7 @@ class PoliciesTest(unittest.TestCase):
             with self.assertRaises(openai.BadRequestError) as bad:
                 c.post("/agents", body={"id": "x", "memory": {"policy": "episodic"}},
                        cast_to=object)
-            self.assertIn("none, full, memart, h2o, epicache, intentkv", str(bad.exception))
+            self.assertIn("none, full, memart, h2o, epicache, intentkv, keep", str(bad.exception))
             with self.assertRaises(openai.BadRequestError) as bad:
                 c.post("/agents", body={"id": "x", "memory": {"policy": "h2o",
                                                               "config": {"budget": 0}}},
@@ -95,7 +96,7 @@ class PoliciesTest(unittest.TestCase):
                 self.assertEqual(mo["last_turn"]["preset"], "model")
             with self.assertRaises(RuntimeError) as failed:
                 server_util.Server(store, extra=["--memory", "nope"])
-            self.assertIn("none, full, memart, h2o, epicache, intentkv", str(failed.exception))
+            self.assertIn("none, full, memart, h2o, epicache, intentkv, keep", str(failed.exception))
 
     def test_calibrate_writes_the_preset_agents_then_use(self):
         server_util.skip_without_model()

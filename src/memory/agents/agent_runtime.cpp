@@ -541,6 +541,7 @@ Status AgentRuntime::SaveSlot(const store::AgentKey& key, const Slot& slot, doub
   if (store_ == nullptr) return Status::Ok();
   const auto t0 = Clock::now();
   const PersistedMemory p = slot.policy->Persist();
+  if (p.rows == nullptr) return Internal("the agent's memory could not be persisted");
   auto saved =
       store_->Save(key, *p.rows, p.tokens, p.text, p.token_ends, RecordOf(slot.spec, p.state));
   *seconds = SecondsSince(t0);
@@ -625,6 +626,10 @@ Result<AgentMemoryView> AgentRuntime::Inspect(const store::AgentKey& key) {
   v.text = std::string(policy.text());
   v.rows = policy.n_rows();
   v.memory = policy.Inspect();
+  if (v.memory.is_object() && v.memory.contains("text") && v.memory["text"].is_string()) {
+    v.text = v.memory["text"].get<std::string>();  // a memory that is not a conversation
+    v.memory.erase("text");
+  }
   EnforceBudget(slot.get());
   return v;
 }
@@ -718,6 +723,32 @@ Result<Json> AgentRuntime::Rebuild(const store::AgentKey& key) {
   if (!done.is_null()) KVMEM_RETURN_IF_ERROR(SaveSlot(key, *slot, &save_seconds));
   EnforceBudget(slot.get());
   return done;
+}
+
+Result<Json> AgentRuntime::Segments(const store::AgentKey& key, const SegmentRequest& request) {
+  KVMEM_RETURN_IF_ERROR(store::ValidateAgentKey(key));
+  KVMEM_RETURN_IF_ERROR(ValidateSegmentRequest(request));
+  std::shared_ptr<Slot> slot = GetSlot(key);
+  Turn turn(*slot);
+  KVMEM_RETURN_IF_ERROR(AcquireExisting(key, *slot).status());
+  if (!slot->spec.kind->segments) {
+    return Unsupported("agent '" + key.id + "' has the '" + slot->spec.kind->name +
+                       "' memory policy; segments need the " + SegmentPolicyNames() + " policy");
+  }
+  MemoryPolicy& policy = *slot->policy;
+  KVMEM_ASSIGN_OR_RETURN(Json out, policy.Segments(request));
+  if (!request.writes()) return out;
+  slot->hot_bytes = static_cast<int64_t>(policy.bytes_in_use());
+  slot->n_tokens = policy.n_rows();
+  slot->last_use_ms = NowUnixMs();
+  double save_seconds = 0;
+  if (Status saved = SaveSlot(key, *slot, &save_seconds); !saved.ok()) {
+    // RAM holds a write the store does not: the next call reloads the memory as it was.
+    slot->LockedDrop();
+    return saved;
+  }
+  EnforceBudget(slot.get());
+  return out;
 }
 
 Status AgentRuntime::Delete(const store::AgentKey& key) {

@@ -159,6 +159,11 @@ class AgentRuntime {
   // after the turns already queued, and saves it. What the policy did (null: nothing to
   // rebuild). NotFound for an agent with no memory.
   Result<Json> Rebuild(const store::AgentKey& key);
+  // A segment operation on the agent's memory (MemoryPolicy::Segments), after the turns already
+  // queued. A write is saved before this returns; a write that fails (the policy's error or the
+  // save's) leaves the agent's memory as it was, in RAM and in the store. NotFound for an agent
+  // with no memory; Unsupported for one whose policy has no segments (naming those that do).
+  Result<Json> Segments(const store::AgentKey& key, const SegmentRequest& request);
 
   // The agent's memory for the inspector, after the turns already queued; brings a stored
   // agent into RAM. NotFound for an agent with no memory.

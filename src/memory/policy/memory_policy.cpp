@@ -31,4 +31,8 @@ Json MemoryPolicy::Inspect() const {
   return Json{{"cached", std::move(cached)}, {"parts", Json::array()}};
 }
 
+Result<Json> MemoryPolicy::Segments(const SegmentRequest&) {
+  return Unsupported("this memory policy has no segments");
+}
+
 }  // namespace kvmem::memory

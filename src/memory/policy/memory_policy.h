@@ -25,6 +25,10 @@
 //   Rebuild  between turns, when a client asks: re-organizes the memory from its history (EpiCache
 //            clusters its episodes anew and rebuilds each); a policy with nothing to rebuild
 //            answers null. Returns what it did and cost.
+//   Segments between turns, for memories made of named segments a client writes (segments.h):
+//            list, put or delete one. A write that fails leaves the memory as it was; one that
+//            succeeds is the memory's new state (the runtime then saves it). Other policies
+//            answer Unsupported.
 // Policies are created and restored through the table (policy_table.h), never by name here.
 // Thread-safety: not thread-safe; the runtime runs one turn of an agent at a time (its ticket),
 // and different agents' policies share only the model, the tokenizer and the compute lock.
@@ -45,6 +49,7 @@
 #include "kv/kv_pool.h"
 #include "kv/kv_sequence.h"
 #include "memory/embed/sentence_encoder.h"
+#include "memory/policy/segments.h"
 #include "memory/store/prefix_match.h"
 #include "model/model.h"
 #include "tokenizer/token_span.h"
@@ -138,6 +143,10 @@ class MemoryPolicy {
   virtual void Abort() = 0;
 
   virtual Result<Json> Rebuild() { return Json(nullptr); }
+  // kList: [segment...] in memory order; kPut: the segment as stored; kDelete: {"deleted": true,
+  // "name"} (NotFound when there is none). A segment: {"name", "text", "group", "static",
+  // "tokens"}.
+  virtual Result<Json> Segments(const SegmentRequest& request);
 
   virtual PersistedMemory Persist() const = 0;
   virtual Json Report() const = 0;
@@ -151,6 +160,8 @@ class MemoryPolicy {
   //   "parts":  the policy's own units of memory, in order, each {"kind", "bytes": [begin, end],
   //             ...its fields}
   //   "note":   optional, what a reader of "cached" should know about this memory
+  //   "text":   optional, the memory as text when it is not a conversation (text() is then
+  //             ""): what "cached" and the parts' bytes refer to
   // The default: the whole text cached, no parts.
   virtual Json Inspect() const;
 

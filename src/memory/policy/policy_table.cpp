@@ -6,6 +6,7 @@
 #include "memory/intent/intent_policy.h"
 #include "memory/policy/none_policy.h"
 #include "memory/retrieval/memart_policy.h"
+#include "memory/segments/keep_policy.h"
 
 namespace kvmem::memory {
 namespace {
@@ -51,10 +52,18 @@ PolicyKind PromptCacheKind(std::string name, std::string description) {
 
 const std::vector<PolicyKind>& PolicyKinds() {
   // One row per policy.
-  static const std::vector<PolicyKind> kinds = {NonePolicyKind(), FullPolicyKind(),
-                                                MemArtPolicyKind(), H2oPolicyKind(),
-                                                EpiCachePolicyKind(), IntentKvPolicyKind()};
+  static const std::vector<PolicyKind> kinds = {
+      NonePolicyKind(),     FullPolicyKind(),     MemArtPolicyKind(), H2oPolicyKind(),
+      EpiCachePolicyKind(), IntentKvPolicyKind(), KeepPolicyKind()};
   return kinds;
+}
+
+std::string SegmentPolicyNames() {
+  std::string s;
+  for (const PolicyKind& k : PolicyKinds()) {
+    if (k.segments) s += (s.empty() ? "" : ", ") + k.name;
+  }
+  return s;
 }
 
 Result<const PolicyKind*> FindPolicyKind(std::string_view name) {

@@ -8,11 +8,14 @@
 //   none     keeps nothing: every turn prefills its whole prompt (anonymous requests)
 //   full     the conversation's KV cache with character-level prefix matching (semantic.md)
 //   memart   MemArt block retrieval over a history that may outgrow the context
-//   h2o      the full cache, each (layer, KV head) reading a budget of heavy hitters and recent rows
+//   h2o      the full cache, each (layer, KV head) reading a budget of heavy hitters and
+//            recent rows
 //   epicache a fixed budget: episodes of the conversation, each a cache compressed by block
 //            prefill, each request answered on the nearest one (and EpiCache's baselines)
 //   intentkv the full cache pruned to a budget of history rows against the session's intent;
 //            dead slots keep the prefix matching (and StreamingLLM/SnapKV/H2O, compaction)
+//   keep     KEEP: named segments a client writes, cached apart and blended per request with
+//            selective recomputation
 //
 // Thread-safety: the table is immutable; its functions are pure or create new objects.
 #pragma once
@@ -55,6 +58,8 @@ struct PolicyKind {
   // cannot use is dropped and rebuilt from the next prompt. False: the memory is more than the
   // prompt holds; such a store error fails the turn and leaves the files for a person to see.
   bool rebuildable_from_prompt = true;
+  // True when the memory is named segments a client writes (MemoryPolicy::Segments).
+  bool segments = false;
   // Created on a pool of rows_needed rows that outlives the policy.
   std::function<Result<std::unique_ptr<MemoryPolicy>>(const PolicyEnv&, const Json& config,
                                                       kv::KvPool* pool)>
@@ -88,6 +93,8 @@ void SetFactory(PolicyKind* k) {
 PolicyKind PromptCacheKind(std::string name, std::string description);
 
 const std::vector<PolicyKind>& PolicyKinds();
+// The names of the rows whose memory is segments (PolicyKind::segments), comma-separated.
+std::string SegmentPolicyNames();
 // By name or alias; InvalidArgument listing the valid names.
 Result<const PolicyKind*> FindPolicyKind(std::string_view name);
 
