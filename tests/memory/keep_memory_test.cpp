@@ -254,6 +254,35 @@ TEST_P(KeepTest, GroupsTurnStaticWhenQuietAndDynamicOnAWrite) {
   EXPECT_EQ(m.size(), 3u);
 }
 
+TEST_P(KeepTest, CachesArePackedAndDeadRowsCompacted) {
+  KeepConfig config;
+  config.static_dynamic = false;
+  config.recompute_ratio = 1.0;
+  KeepMemory m(*model_, &threads_, pool_.get(), config);
+  ASSERT_TRUE(m.SetPrefix(prefix_).ok());
+  const int before = pool_->blocks_in_use();  // the prefix
+  // 40 segments of 6-9 tokens: 300 rows, 19 blocks of 16 packed (40 blocks one per cache).
+  int64_t rows = 0;
+  for (int i = 0; i < 40; ++i) {
+    ASSERT_TRUE(m.Put("s" + std::to_string(i), "", segs_[i % 4], {}).ok());
+    rows += static_cast<int64_t>(segs_[i % 4].size());
+  }
+  EXPECT_LE(pool_->blocks_in_use() - before, (rows + 15) / 16 + 1);
+  // Each segment rewritten three times: dead rows are dropped once they outnumber the live.
+  for (int round = 0; round < 3; ++round) {
+    for (int i = 0; i < 40; ++i)
+      ASSERT_TRUE(m.Put("s" + std::to_string(i), "", segs_[(i + round + 1) % 4], {}).ok());
+  }
+  EXPECT_LE(pool_->blocks_in_use() - before, (3 * rows + 16) / 16 + 2);
+  // And the caches still read right: everything recomputed is the plain prefill.
+  for (int i = 4; i < 40; ++i) ASSERT_TRUE(m.Remove("s" + std::to_string(i)).ok());
+  auto r = m.Answer(query_, {});
+  ASSERT_TRUE(r.ok());
+  std::vector<int> order;
+  for (int i = 0; i < 4; ++i) order.push_back((i + 3) % 4);
+  EXPECT_LT(MaxAbsDiff(Plain(order), r->logits), 2e-4f);
+}
+
 TEST_P(KeepTest, TopKReadsTheNearestUnitsInMemoryOrder) {
   KeepConfig config;
   config.top_k = 2;

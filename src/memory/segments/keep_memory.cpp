@@ -34,14 +34,60 @@ int KeepMemory::Index(std::string_view name) const {
 
 Result<std::shared_ptr<KeepMemory::Cache>> KeepMemory::Encode(std::span<const int32_t> tokens) {
   if (!prefix_rows_) return FailedPrecondition("KEEP memory has no prefix yet (SetPrefix)");
+  const auto prefix_len = static_cast<int64_t>(prefix_tokens_.size());
   KVMEM_ASSIGN_OR_RETURN(std::unique_ptr<kv::KvSequence> rows,
-                         EncodeAfter(model_, threads_, *prefix_rows_,
-                                     static_cast<int64_t>(prefix_tokens_.size()), tokens));
+                         EncodeAfter(model_, threads_, *prefix_rows_, prefix_len, tokens));
+  // Packed after the other caches: a sequence of its own would take a block per segment.
+  if (!packed_) {
+    packed_ = std::make_shared<kv::KvSequence>(pool_);
+    packed_->set_window_release(false);
+  }
+  auto cache = std::make_shared<Cache>();
+  cache->rows = packed_;
+  cache->first_row = packed_->n_rows();
+  KVMEM_RETURN_IF_ERROR(AppendPlaced(model_, *rows, 0, static_cast<int64_t>(tokens.size()),
+                                     packed_.get(), prefix_len));
   encoded_.tokens += static_cast<int64_t>(tokens.size());
   encoded_.units += 1;
-  auto cache = std::make_shared<Cache>();
-  cache->rows = std::move(rows);
   return cache;
+}
+
+std::vector<std::pair<std::shared_ptr<KeepMemory::Cache>, int64_t>> KeepMemory::LiveCaches()
+    const {
+  std::vector<std::pair<std::shared_ptr<Cache>, int64_t>> live;
+  for (const Segment& s : segments_) {
+    if (s.cache) live.emplace_back(s.cache, static_cast<int64_t>(s.tokens.size()));
+  }
+  for (const Group& g : groups_) {
+    if (!g.cache) continue;
+    int64_t n = 0;
+    for (int m : g.members) n += static_cast<int64_t>(segments_[static_cast<size_t>(m)].tokens.size());
+    live.emplace_back(g.cache, n);
+  }
+  return live;
+}
+
+void KeepMemory::Compact() {
+  if (!packed_) return;
+  const auto live = LiveCaches();
+  int64_t live_rows = 0;
+  for (const auto& [c, n] : live) live_rows += n;
+  const int block = pool_->geometry().block_rows;
+  if (packed_->n_rows() <= 2 * live_rows + block) return;
+  auto fresh = std::make_shared<kv::KvSequence>(pool_);
+  fresh->set_window_release(false);
+  std::vector<int64_t> first;
+  const auto prefix_len = static_cast<int64_t>(prefix_tokens_.size());
+  for (const auto& [c, n] : live) {
+    first.push_back(fresh->n_rows());
+    // Out of pool memory: keep the old packing, which is whole.
+    if (!AppendPlaced(model_, *c->rows, c->first_row, n, fresh.get(), prefix_len).ok()) return;
+  }
+  for (size_t i = 0; i < live.size(); ++i) {
+    live[i].first->rows = fresh;
+    live[i].first->first_row = first[i];
+  }
+  packed_ = std::move(fresh);
 }
 
 Status KeepMemory::SetPrefix(std::span<const int32_t> tokens) {
@@ -58,6 +104,7 @@ Status KeepMemory::SetPrefix(std::span<const int32_t> tokens) {
   prefix_tokens_.assign(tokens.begin(), tokens.end());
   // Every cache was computed after the old prefix.
   for (Segment& s : segments_) s.cache.reset();
+  packed_.reset();
   for (Group& g : groups_) {
     g.cache.reset();
     g.is_static = false;
@@ -102,6 +149,7 @@ Status KeepMemory::Put(std::string_view name, std::string_view text, std::vector
   s->embedding = std::move(embedding);
   s->changed_step = step_;
   s->cache = std::move(cache);
+  Compact();
   return Status::Ok();
 }
 
@@ -113,7 +161,7 @@ Status KeepMemory::Remove(std::string_view name) {
   if (g >= 0) KVMEM_RETURN_IF_ERROR(MakeDynamic(&groups_[static_cast<size_t>(g)], i));
   segments_.erase(segments_.begin() + i);
   for (Group& gr : groups_) {
-    // Indices past i moved down; a static cache naming the removed one is rebuilt below.
+    // Indices past i moved down (the removed one's group is dynamic now, its list empty).
     for (int& m : gr.members) {
       if (m > i) --m;
     }
@@ -124,6 +172,7 @@ Status KeepMemory::Remove(std::string_view name) {
       if (s.group == g) s.changed_step = std::max(s.changed_step, step_);
     }
   }
+  Compact();
   return Status::Ok();
 }
 
@@ -205,6 +254,7 @@ Status KeepMemory::Refresh() {
     if (s.cache || (s.group >= 0 && groups_[static_cast<size_t>(s.group)].is_static)) continue;
     KVMEM_ASSIGN_OR_RETURN(s.cache, Encode(s.tokens));
   }
+  Compact();
   return Status::Ok();
 }
 

@@ -148,6 +148,11 @@ class KeepMemory {
   };
 
   int Index(std::string_view name) const;
+  // Every cache in use, with its rows.
+  std::vector<std::pair<std::shared_ptr<Cache>, int64_t>> LiveCaches() const;
+  // Copies the live caches into a new packed sequence once dead rows (replaced or removed
+  // segments, groups gone dynamic) outnumber the live ones; out of memory it keeps the old.
+  void Compact();
   Result<std::shared_ptr<Cache>> Encode(std::span<const int32_t> tokens);
   Status GroupSegments();
   bool QuietFor(const Group& g) const;
@@ -163,6 +168,8 @@ class KeepMemory {
   KeepConfig config_;
   std::vector<int32_t> prefix_tokens_;
   std::unique_ptr<kv::KvSequence> prefix_rows_;
+  // Every cache's rows, packed one after another (Encode appends, Compact drops dead ones).
+  std::shared_ptr<kv::KvSequence> packed_;
   std::vector<Segment> segments_;  // memory order
   std::vector<Group> groups_;
   bool grouped_ = false;

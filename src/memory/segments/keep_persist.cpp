@@ -107,7 +107,11 @@ Result<std::unique_ptr<KeepMemory>> KeepMemory::Restore(
   auto m = std::make_unique<KeepMemory>(model, threads, pool, config);
   KVMEM_ASSIGN_OR_RETURN(m->step_, IntField(state, "step", 0, int64_t{1} << 40));
   m->grouped_ = state.value("grouped", false);
-  std::shared_ptr<const kv::KvSequence> shared(std::move(rows));
+  // The stored rows are the packed caches from here on (the prefix's rows among them are dead,
+  // and go at the next compaction).
+  std::shared_ptr<kv::KvSequence> shared(std::move(rows));
+  shared->set_window_release(false);
+  m->packed_ = shared;
   m->prefix_tokens_.assign(tokens.begin(), tokens.begin() + prefix_len);
   m->prefix_rows_ = std::make_unique<kv::KvSequence>(pool);
   m->prefix_rows_->set_window_release(false);

@@ -25,7 +25,7 @@ constexpr int64_t kSegmentShare = 2;
 // With top_k 0 every segment is read: they fill at most 3/4 of the context, the rest is the
 // request's and the reply's.
 constexpr int64_t kReadNumerator = 3, kReadDenominator = 4;
-// Rows a cache may waste at the end of its last block (the agents' blocks of 256 rows).
+// The agents' blocks: 256 rows.
 constexpr int64_t kBlockRows = 256;
 
 std::vector<ConfigField> Fields() {
@@ -99,11 +99,10 @@ bool NeedsEncoder(const KeepConfig& c) { return c.top_k > 0 || c.static_dynamic;
 int64_t MaxSegmentTokens(const PolicyEnv& env) { return env.max_history_tokens; }
 
 int64_t RowsNeeded(const PolicyEnv& env, const Json&) {
-  // Every cache (each wasting up to a block) twice (Persist's copy, a Put's new cache beside the
-  // old one), the prefix, and a working context.
-  const int64_t caches =
-      MaxSegmentTokens(env) + (static_cast<int64_t>(kMaxKeepSegments) + 1) * kBlockRows;
-  return 2 * caches + env.n_ctx + kBlockRows;
+  // The packed caches (live rows, and dead ones up to as many again before a compaction), the
+  // compaction's copy, Persist's copy, a new cache's own sequence, the prefix and a working
+  // context.
+  return 4 * MaxSegmentTokens(env) + env.n_ctx + 3 * kBlockRows;
 }
 
 // The system turn around the segments: the text before the marker and after it.
