@@ -52,8 +52,7 @@ Result<std::shared_ptr<KeepMemory::Cache>> KeepMemory::Encode(std::span<const in
   return cache;
 }
 
-std::vector<std::pair<std::shared_ptr<KeepMemory::Cache>, int64_t>> KeepMemory::LiveCaches()
-    const {
+std::vector<std::pair<std::shared_ptr<KeepMemory::Cache>, int64_t>> KeepMemory::LiveCaches() const {
   std::vector<std::pair<std::shared_ptr<Cache>, int64_t>> live;
   for (const Segment& s : segments_) {
     if (s.cache) live.emplace_back(s.cache, static_cast<int64_t>(s.tokens.size()));
@@ -61,7 +60,8 @@ std::vector<std::pair<std::shared_ptr<KeepMemory::Cache>, int64_t>> KeepMemory::
   for (const Group& g : groups_) {
     if (!g.cache) continue;
     int64_t n = 0;
-    for (int m : g.members) n += static_cast<int64_t>(segments_[static_cast<size_t>(m)].tokens.size());
+    for (int m : g.members)
+      n += static_cast<int64_t>(segments_[static_cast<size_t>(m)].tokens.size());
     live.emplace_back(g.cache, n);
   }
   return live;
