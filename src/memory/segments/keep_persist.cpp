@@ -23,7 +23,7 @@ Result<std::vector<float>> FloatsFromBase64(const Json& j, std::string_view what
   KVMEM_ASSIGN_OR_RETURN(std::string bytes, Base64Decode(j.get<std::string>(), what));
   if (bytes.size() % sizeof(float) != 0) return Corrupt(std::string(what) + " has a partial float");
   std::vector<float> v(bytes.size() / sizeof(float));
-  std::memcpy(v.data(), bytes.data(), bytes.size());
+  if (!v.empty()) std::memcpy(v.data(), bytes.data(), bytes.size());
   return v;
 }
 
