@@ -77,6 +77,11 @@ struct WorldState {
   std::map<std::string, std::vector<float>> embedding;
 };
 
+// KEEP's groups (and its variants') come from sentence embeddings; keep-nosd has none.
+bool UsesEmbeddings(const std::string& method) {
+  return method.rfind("keep", 0) == 0 && method != "keep-nosd";
+}
+
 // What a method answered a query with.
 struct Answered {
   std::unique_ptr<kv::KvSequence> owned;
@@ -347,7 +352,7 @@ Status RunSegmentsEval(const model::Model& model, const tokenizer::Tokenizer& to
                        const std::function<void(const nlohmann::ordered_json&)>& row) {
   const bool needs_encoder = std::any_of(
       options.methods.begin(), options.methods.end(),
-      [](const std::string& m) { return m.rfind("keep", 0) == 0 && m != "keep-nosd"; });
+      UsesEmbeddings);
   if (needs_encoder && !encoder) {
     return FailedPrecondition(
         "keep groups segments by sentence embeddings: install the encoder with "
@@ -447,8 +452,7 @@ Status RunSegmentsEval(const model::Model& model, const tokenizer::Tokenizer& to
         // Step 0 of a segment method builds every cache: not a step of the world yet.
         KVMEM_ASSIGN_OR_RETURN(Answered a, method->Step(step, state, query, q_emb));
         double ttft = Ms(t0, Clock::now());
-        const bool uses_embeddings = name.rfind("keep", 0) == 0 && name != "keep-nosd";
-        if (uses_embeddings) ttft += embed_ms;
+        if (UsesEmbeddings(name)) ttft += embed_ms;
         KVMEM_ASSIGN_OR_RETURN(Scored s, Score(model, tok, pool, a, answer, options.answer_tokens));
         a.owned.reset();
         const auto t_after = Clock::now();

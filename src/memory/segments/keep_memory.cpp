@@ -365,6 +365,12 @@ std::optional<SegmentInfo> KeepMemory::Find(std::string_view name) const {
   return List()[static_cast<size_t>(i)];
 }
 
+int64_t KeepMemory::segment_tokens() const {
+  int64_t n = 0;
+  for (const Segment& s : segments_) n += static_cast<int64_t>(s.tokens.size());
+  return n;
+}
+
 EncodeCost KeepMemory::TakeEncoded() {
   EncodeCost c = encoded_;
   encoded_ = {};

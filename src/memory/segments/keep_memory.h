@@ -105,6 +105,8 @@ class KeepMemory {
   std::vector<SegmentInfo> List() const;
   std::optional<SegmentInfo> Find(std::string_view name) const;
   size_t size() const { return segments_.size(); }
+  // Tokens of all segments (what reading every one places).
+  int64_t segment_tokens() const;
   // Names of the segments the last Answer read, in placement order, and of those still
   // recomputed in its last layer.
   const std::vector<std::string>& last_read() const { return last_read_; }

@@ -222,9 +222,7 @@ std::vector<float> KeepPolicy::Embed(std::vector<std::string> texts) const {
 }
 
 int64_t KeepPolicy::n_rows() const {
-  int64_t n = static_cast<int64_t>(keep_->prefix().size());
-  for (const segments::SegmentInfo& s : keep_->List()) n += s.tokens;
-  return n;
+  return static_cast<int64_t>(keep_->prefix().size()) + keep_->segment_tokens();
 }
 
 std::string KeepPolicy::MemoryText(std::vector<size_t>* starts) const {
@@ -251,9 +249,7 @@ Result<TurnPlan> KeepPolicy::Plan(const TurnInput& input) const {
   // With top_k 0 every segment is read: the context must hold them all; with top_k > 0 Apply
   // checks what retrieval chose.
   int64_t read = plan.kept_rows;
-  if (keep_->config().top_k == 0) {
-    for (const segments::SegmentInfo& s : keep_->List()) read += s.tokens;
-  }
+  if (keep_->config().top_k == 0) read += keep_->segment_tokens();
   if (read + n + 1 > env_.n_ctx) {
     return OutOfRange("the prompt has " + std::to_string(n) + " tokens and the memory's segments " +
                       std::to_string(read) + "; the context holds " + std::to_string(env_.n_ctx));
@@ -383,8 +379,7 @@ Result<Json> KeepPolicy::PutSegment(const std::string& name, const std::string& 
                       "context of " +
                       std::to_string(env_.n_ctx));
   }
-  int64_t held = n - (old ? old->tokens : 0);
-  for (const segments::SegmentInfo& s : keep_->List()) held += s.tokens;
+  const int64_t held = n - (old ? old->tokens : 0) + keep_->segment_tokens();
   if (held > MaxSegmentTokens(env_)) {
     return ResourceExhausted("keep: the segments would hold " + std::to_string(held) +
                              " tokens; this server keeps at most " +
