@@ -350,9 +350,8 @@ Status RunSegmentsEval(const model::Model& model, const tokenizer::Tokenizer& to
                        const memory::embed::SentenceEncoder* encoder, ThreadPool* pool,
                        const std::vector<TextWorld>& worlds, const SegmentsEvalOptions& options,
                        const std::function<void(const nlohmann::ordered_json&)>& row) {
-  const bool needs_encoder = std::any_of(
-      options.methods.begin(), options.methods.end(),
-      UsesEmbeddings);
+  const bool needs_encoder =
+      std::any_of(options.methods.begin(), options.methods.end(), UsesEmbeddings);
   if (needs_encoder && !encoder) {
     return FailedPrecondition(
         "keep groups segments by sentence embeddings: install the encoder with "
