@@ -10,7 +10,9 @@
 #   libssl-dev              memory/store (HMAC-SHA256: keyed agent directory names)
 #   libcpp-httplib-dev      serve (HTTP server), scenario (HTTP client)
 #   libyaml-cpp-dev         scenario (scenario files)
-#   pkg-config              finds the two above
+#   libhiredis-dev          memory/store (the Redis backend)
+#   redis-server            tests (a Redis the store tests and two-server tests start)
+#   pkg-config              finds xxhash, cpp-httplib and hiredis
 #   python3 + venv (PyPI: numpy, gguf, tokenizers)   test oracles only, never the product
 find_package(Threads REQUIRED)
 find_package(nlohmann_json 3 REQUIRED)
@@ -23,3 +25,4 @@ find_package(OpenSSL REQUIRED COMPONENTS Crypto)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
 pkg_check_modules(HTTPLIB REQUIRED IMPORTED_TARGET cpp-httplib)
+pkg_check_modules(HIREDIS REQUIRED IMPORTED_TARGET hiredis)

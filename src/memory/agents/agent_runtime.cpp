@@ -221,6 +221,7 @@ Status AgentRuntime::LoadMemory(const store::AgentKey& key, Slot& slot, const Me
   stored.rows = std::make_unique<kv::KvSequence>(pool.get());
   store::AgentRecord rec;
   KVMEM_RETURN_IF_ERROR(store_->Load(key, stored.rows.get(), &rec, checkpoint));
+  const int64_t version = rec.version;
   stored.tokens = std::move(rec.tokens);
   stored.text = std::move(rec.text);
   stored.state = std::move(rec.memory.state);
@@ -229,6 +230,7 @@ Status AgentRuntime::LoadMemory(const store::AgentKey& key, Slot& slot, const Me
   slot.policy.reset();  // a memory in the slot goes before the pool it lives in
   slot.pool = std::move(pool);
   slot.policy = std::move(p);
+  slot.store_version = version;
   return Status::Ok();
 }
 
@@ -327,6 +329,27 @@ Result<TurnResult> AgentRuntime::RunTurn(const store::AgentKey* key, std::string
   }
   std::shared_ptr<Slot> slot = key ? GetSlot(*key) : std::make_shared<Slot>();
   Turn turn(*slot);
+  std::optional<store::AgentLease> lease;
+  const std::shared_ptr<Slot> keyed = slot;  // keeps the ticket's slot while a stand-in runs
+  if (key != nullptr) {
+    Result<std::optional<store::AgentLease>> held = HoldShared(*key, *slot);
+    if (held.ok()) {
+      if (held->has_value()) lease.emplace(std::move(**held));
+    } else if (held.status().code() != ErrorCode::kIo) {
+      return held.status();  // busy on another server: Unavailable
+    } else if (params.continue_conversation) {
+      return Unavailable("the agent store cannot be reached, and agent '" + key->id +
+                         "' continues a conversation only it holds: " +
+                         held.status().message());
+    } else {
+      KVMEM_LOG_WARN("agent %s: the store cannot be reached (%s); this turn is computed from "
+                     "its prompt alone and not saved",
+                     SlotName(*key).c_str(), held.status().ToString().c_str());
+      slot->LockedDrop();  // another server may write it meanwhile
+      key = nullptr;
+      slot = std::make_shared<Slot>();
+    }
+  }
   // Choices of n > 1 decode one after another, each on a fork that holds only its own rows.
   const int64_t fork_rows = params.n > 1 ? params.max_tokens + options_.block_rows : 0;
   if (key == nullptr && prefix_cache_ != nullptr) {
@@ -537,7 +560,7 @@ Status AgentRuntime::DecodeChoices(MemoryPolicy& policy, std::vector<float> logi
   return Status::Ok();
 }
 
-Status AgentRuntime::SaveSlot(const store::AgentKey& key, const Slot& slot, double* seconds) {
+Status AgentRuntime::SaveSlot(const store::AgentKey& key, Slot& slot, double* seconds) {
   if (store_ == nullptr) return Status::Ok();
   const auto t0 = Clock::now();
   const PersistedMemory p = slot.policy->Persist();
@@ -545,7 +568,24 @@ Status AgentRuntime::SaveSlot(const store::AgentKey& key, const Slot& slot, doub
   auto saved =
       store_->Save(key, *p.rows, p.tokens, p.text, p.token_ends, RecordOf(slot.spec, p.state));
   *seconds = SecondsSince(t0);
-  return saved.status();
+  if (!saved.ok()) return saved.status();
+  slot.store_version = saved->version;
+  return Status::Ok();
+}
+
+Result<std::optional<store::AgentLease>> AgentRuntime::HoldShared(const store::AgentKey& key,
+                                                                  Slot& slot) {
+  if (store_ == nullptr || !store_->shared()) return std::optional<store::AgentLease>();
+  KVMEM_ASSIGN_OR_RETURN(store::AgentLease lease, store_->Lease(key));
+  KVMEM_ASSIGN_OR_RETURN(const int64_t version, store_->Version(key));
+  if (slot.policy != nullptr && version != slot.store_version) {
+    KVMEM_LOG_INFO("agent %s: written by another server since it was loaded here; reloading",
+                   SlotName(key).c_str());
+    slot.LockedDrop();
+    std::lock_guard<std::mutex> l(slot.mu);
+    slot.has_spec = false;  // read again with the memory
+  }
+  return std::optional<store::AgentLease>(std::move(lease));
 }
 
 void AgentRuntime::EnforceBudget(const Slot* keep) {
@@ -571,6 +611,7 @@ Status AgentRuntime::CreateAgent(const store::AgentKey& key, const MemorySpec& m
   KVMEM_RETURN_IF_ERROR(store::ValidateAgentKey(key));
   std::shared_ptr<Slot> slot = GetSlot(key);
   Turn turn(*slot);
+  KVMEM_ASSIGN_OR_RETURN(const std::optional<store::AgentLease> lease, HoldShared(key, *slot));
   if ((slot->resident && (slot->n_tokens > 0 || slot->created)) ||
       (store_ != nullptr && store_->Contains(key))) {
     return FailedPrecondition("agent '" + key.id + "' already exists");
@@ -600,6 +641,7 @@ Result<std::string> AgentRuntime::ConversationText(const store::AgentKey& key) {
   KVMEM_RETURN_IF_ERROR(store::ValidateAgentKey(key));
   std::shared_ptr<Slot> slot = GetSlot(key);
   Turn turn(*slot);
+  KVMEM_ASSIGN_OR_RETURN(const std::optional<store::AgentLease> lease, HoldShared(key, *slot));
   double load_seconds = 0;
   KVMEM_ASSIGN_OR_RETURN(slot->arrival, Acquire(&key, *slot, &load_seconds));
   if (slot->arrival == Tier::kMiss) slot->arrival = Tier::kHot;  // nothing cached yet
@@ -618,6 +660,7 @@ Result<AgentMemoryView> AgentRuntime::Inspect(const store::AgentKey& key) {
   KVMEM_RETURN_IF_ERROR(store::ValidateAgentKey(key));
   std::shared_ptr<Slot> slot = GetSlot(key);
   Turn turn(*slot);
+  KVMEM_ASSIGN_OR_RETURN(const std::optional<store::AgentLease> lease, HoldShared(key, *slot));
   KVMEM_ASSIGN_OR_RETURN(slot->arrival, AcquireExisting(key, *slot));
   if (slot->arrival == Tier::kMiss) slot->arrival = Tier::kHot;  // nothing cached yet
   const MemoryPolicy& policy = *slot->policy;
@@ -714,6 +757,7 @@ Result<Json> AgentRuntime::Rebuild(const store::AgentKey& key) {
   KVMEM_RETURN_IF_ERROR(store::ValidateAgentKey(key));
   std::shared_ptr<Slot> slot = GetSlot(key);
   Turn turn(*slot);
+  KVMEM_ASSIGN_OR_RETURN(const std::optional<store::AgentLease> lease, HoldShared(key, *slot));
   KVMEM_RETURN_IF_ERROR(AcquireExisting(key, *slot).status());
   MemoryPolicy& policy = *slot->policy;
   KVMEM_ASSIGN_OR_RETURN(Json done, policy.Rebuild());
@@ -730,6 +774,7 @@ Result<Json> AgentRuntime::Segments(const store::AgentKey& key, const SegmentReq
   KVMEM_RETURN_IF_ERROR(ValidateSegmentRequest(request));
   std::shared_ptr<Slot> slot = GetSlot(key);
   Turn turn(*slot);
+  KVMEM_ASSIGN_OR_RETURN(const std::optional<store::AgentLease> lease, HoldShared(key, *slot));
   KVMEM_RETURN_IF_ERROR(AcquireExisting(key, *slot).status());
   if (!slot->spec.kind->segments) {
     return Unsupported("agent '" + key.id + "' has the '" + slot->spec.kind->name +

@@ -9,6 +9,13 @@
 // Tiers: hot (resident in RAM, under a byte budget kept by evicting the least recently used idle
 // agents) and warm (only in the store). An agent evicted from RAM loses nothing.
 //
+// A store shared by several servers (agent_store.h): every operation on an agent holds its
+// lease, so one server at a time works on it, and a memory resident here that another server
+// has written since is dropped and loaded again (the store's Version). While the store cannot be
+// reached, a turn that carries its whole conversation is answered from the prompt alone
+// (recomputed, not saved, with a log line); one that continues a server-side conversation fails
+// with Unavailable.
+//
 // Thread-safety: every method may be called from many threads. Turns of one agent run one at a
 // time in arrival order (a ticket queue); turns of different agents run in parallel, their
 // forward passes interleaved one micro-batch or decode step at a time over the shared
@@ -21,6 +28,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -207,7 +215,10 @@ class AgentRuntime {
   // Decodes every choice of the turn from `logits` (the prompt's last) on.
   Status DecodeChoices(MemoryPolicy& policy, std::vector<float> logits, const TurnParams& params,
                        const TurnCallbacks& callbacks, TurnResult* r);
-  Status SaveSlot(const store::AgentKey& key, const Slot& slot, double* seconds);
+  Status SaveSlot(const store::AgentKey& key, Slot& slot, double* seconds);
+  // After the agent's ticket, on a shared store: its lease, and a resident memory that another
+  // server wrote since is dropped. Nothing on a local store.
+  Result<std::optional<store::AgentLease>> HoldShared(const store::AgentKey& key, Slot& slot);
   void EnforceBudget(const Slot* keep);
 
   const model::Model& model_;

@@ -9,7 +9,6 @@
 
 #include "memory/store/agent_store.h"
 #include "memory/store/agent_store_state.h"
-#include "memory/store/atomic_file.h"
 #include "memory/store/block_file.h"
 
 namespace kvmem::memory::store {
@@ -97,14 +96,16 @@ Status AgentStore::Load(const AgentKey& key, kv::KvSequence* seq, AgentRecord* o
     return FailedPrecondition(where + ": the sequence already holds " +
                               std::to_string(seq->n_rows()) + " rows");
   }
-  const std::string dir_name = state_->DirName(key);
-  const std::string dir = state_->AgentDir(dir_name);
-  std::shared_ptr<std::mutex> agent_mu = state_->AgentLock(dir_name);
+  const Space space = state_->AgentSpace(key);
+  const StoreBackend& store = state_->store();
+  std::shared_ptr<std::mutex> agent_mu = state_->AgentLock(space.name);
   std::lock_guard<std::mutex> agent_lock(*agent_mu);
 
-  Result<AgentManifest> m =
-      ReadManifest(state_->fs(), dir,
-                   checkpoint.empty() ? std::string(kManifestName) : CheckpointFile(checkpoint));
+  // Read before the manifest: a save in between makes it older than the rows, never newer, so
+  // a server comparing it with the store reloads rather than keeps a stale copy.
+  KVMEM_ASSIGN_OR_RETURN(const int64_t version, store.Version(space));
+  Result<AgentManifest> m = ReadManifest(
+      store, space, checkpoint.empty() ? std::string(kManifestName) : CheckpointFile(checkpoint));
   if (!m.ok()) {
     if (m.status().code() == ErrorCode::kNotFound) {
       return NotFound(where + ": no stored cache");
@@ -134,7 +135,7 @@ Status AgentStore::Load(const AgentKey& key, kv::KvSequence* seq, AgentRecord* o
       const BlockIdentity id{
           m->model_fingerprint,
           std::span<const int32_t>(m->tokens).subspan(i * block_rows, entry.n_rows), std::nullopt};
-      Result<ReadOnlyFile> file = ReadOnlyFile::Open(dir, entry.file, state_->fs());
+      Result<std::unique_ptr<Blob>> file = store.Open(space, entry.file);
       if (!file.ok()) {
         // A block the manifest names is part of the cache: its absence is damage, not "no cache".
         const Status& st = file.status();
@@ -176,6 +177,7 @@ Status AgentStore::Load(const AgentKey& key, kv::KvSequence* seq, AgentRecord* o
   out->blocks = static_cast<int>(m->blocks.size());
   out->bytes_read = bytes_read;
   out->memory = std::move(m->memory);
+  out->version = version;
   return Status::Ok();
 }
 

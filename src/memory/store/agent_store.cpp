@@ -14,10 +14,13 @@
 #include <filesystem>
 #include <set>
 
+#include "core/log.h"
 #include "memory/store/agent_store_state.h"
 #include "memory/store/atomic_file.h"
 #include "memory/store/block_file.h"
 #include "memory/store/hash.h"
+#include "memory/store/local_backend.h"
+#include "memory/store/redis_backend.h"
 
 namespace kvmem::memory::store {
 namespace {
@@ -31,67 +34,92 @@ int64_t NowUnixMs() {
       .count();
 }
 
-// Makes an agent directory whole again after a crash: temp files and blocks no manifest names
-// go; a directory without a manifest (a first save or a Delete cut short) goes entirely. Returns the
-// key its manifest names, if it has a readable one.
-Result<std::optional<AgentKey>> Recover(FileOps& fs, const std::string& dir) {
-  KVMEM_RETURN_IF_ERROR(RemoveLeftoverTemps(dir, fs).status());
-  Result<AgentManifest> m = ReadManifest(fs, dir);
+// Makes an agent's space whole again after a crash (a local store, under its lock): blocks no
+// manifest names go; a space without a manifest (a first save or a Delete cut short) goes
+// entirely. Returns the key its manifest names, if it has a readable one.
+Result<std::optional<AgentKey>> Recover(StoreBackend& store, const Space& space) {
+  Result<AgentManifest> m = ReadManifest(store, space);
   if (m.ok()) {
-    RemoveUnreferencedBlocks(fs, dir, m->blocks);
+    RemoveUnreferencedBlocks(store, space, m->blocks, {});
     return std::optional<AgentKey>(std::move(m->key));
   }
   if (m.status().code() != ErrorCode::kNotFound) return std::optional<AgentKey>();  // kept
-  KVMEM_ASSIGN_OR_RETURN(std::vector<std::string> names, ListDir(dir, fs));
+  KVMEM_ASSIGN_OR_RETURN(std::vector<std::string> names, store.List(space));
+  size_t left = names.size();
   for (const std::string& n : names) {
-    if (IsBlockFileName(n)) fs.Unlink((dir + "/" + n).c_str());
+    if (IsBlockFileName(n) && store.Remove(space, n, {}).ok()) --left;
   }
   for (const std::string& id : CheckpointIds(names)) {  // a Delete the crash interrupted
-    fs.Unlink((dir + "/" + CheckpointFile(id)).c_str());
+    if (store.Remove(space, CheckpointFile(id), {}).ok()) --left;
   }
-  fs.Rmdir(dir.c_str());  // fails harmlessly if something else lives there
+  if (left == 0) {  // else something else lives there: kept
+    Status removed = store.RemoveSpace(space, {});
+    if (!removed.ok()) KVMEM_LOG_WARN("%s", removed.ToString().c_str());
+  }
   return std::optional<AgentKey>();
 }
 
-// The store's secret for agent directory names (agent_id.h), created on first use. Called with
-// the model directory's lock held, so two processes never create it at once.
-Result<NameSecret> LoadOrCreateNameSecret(FileOps& fs, const std::string& model_dir) {
-  std::vector<uint8_t> bytes;
-  Status read = ReadFileNoFollow(model_dir, kNameSecretFile, kNameSecretBytes, &bytes, fs);
+// The store's secret for agent space names (agent_id.h), created on first use; on a shared
+// backend the first server to create it wins and every server reads that one.
+Result<NameSecret> LoadOrCreateNameSecret(StoreBackend& store) {
   NameSecret secret{};
-  if (read.ok()) {
-    if (bytes.size() != secret.size()) {
-      return Corrupt("'" + model_dir + "/" + std::string(kNameSecretFile) + "' holds " +
-                     std::to_string(bytes.size()) + " bytes, expected " +
-                     std::to_string(secret.size()));
-    }
-    std::copy(bytes.begin(), bytes.end(), secret.begin());
-    return secret;
-  }
-  if (read.code() != ErrorCode::kNotFound) return read;
   if (::getrandom(secret.data(), secret.size(), 0) != static_cast<ssize_t>(secret.size())) {
     return IoError(std::string("getrandom: ") + std::strerror(errno));
   }
-  KVMEM_RETURN_IF_ERROR(WriteFileAtomic(model_dir, kNameSecretFile, secret, fs));
+  KVMEM_RETURN_IF_ERROR(store.PutIfAbsent({}, kNameSecretFile, secret).status());
+  std::vector<uint8_t> bytes;
+  KVMEM_RETURN_IF_ERROR(ReadObject(store, {}, kNameSecretFile, kNameSecretBytes, &bytes));
+  if (bytes.size() != secret.size()) {
+    return Corrupt("'" + store.Where({}, kNameSecretFile) + "' holds " +
+                   std::to_string(bytes.size()) + " bytes, expected " +
+                   std::to_string(secret.size()));
+  }
+  std::copy(bytes.begin(), bytes.end(), secret.begin());
   return secret;
 }
 
-uint64_t FileSize(const std::string& path) {
-  struct stat st {};
-  return ::lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) ? static_cast<uint64_t>(st.st_size)
-                                                                : 0;
+Result<std::unique_ptr<StoreBackend>> OpenBackend(const StoreOptions& o, std::string* model_dir) {
+  if (IsRedisUrl(o.root)) {
+    KVMEM_ASSIGN_OR_RETURN(RedisOptions ro, ParseRedisUrl(o.root));
+    ro.timeout = o.redis_timeout;
+    ro.lease_ttl = o.lease_ttl;
+    ro.cache_bytes = o.cache_bytes;
+    KVMEM_ASSIGN_OR_RETURN(std::unique_ptr<RedisBackend> b,
+                           RedisBackend::Open(std::move(ro), o.model_fingerprint));
+    *model_dir = b->Describe();
+    return std::unique_ptr<StoreBackend>(std::move(b));
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(o.root, ec);
+  if (ec) return IoError("create store root '" + o.root + "': " + ec.message());
+  *model_dir = o.root + "/" + o.model_fingerprint.substr(0, kModelDirHexLen);
+  KVMEM_ASSIGN_OR_RETURN(std::unique_ptr<LocalBackend> b,
+                         LocalBackend::Open(*model_dir, o.file_ops));
+  return std::unique_ptr<StoreBackend>(std::move(b));
 }
 
 }  // namespace
 
 std::string AgentLabel(const AgentKey& key) { return "'" + key.tenant + "/" + key.id + "'"; }
 
-Result<AgentManifest> ReadManifest(FileOps& fs, const std::string& dir, std::string_view file) {
+Status ReadObject(const StoreBackend& store, const Space& space, std::string_view name,
+                  uint64_t max_bytes, std::vector<uint8_t>* out) {
+  KVMEM_ASSIGN_OR_RETURN(std::unique_ptr<Blob> blob, store.Open(space, name));
+  if (blob->size() > max_bytes) {
+    return Corrupt("'" + blob->where() + "' is " + std::to_string(blob->size()) +
+                   " bytes, more than the " + std::to_string(max_bytes) + " expected");
+  }
+  out->resize(blob->size());
+  return blob->ReadAt(0, *out);
+}
+
+Result<AgentManifest> ReadManifest(const StoreBackend& store, const Space& space,
+                                   std::string_view file) {
   std::vector<uint8_t> bytes;
-  KVMEM_RETURN_IF_ERROR(ReadFileNoFollow(dir, file, kMaxManifestBytes, &bytes, fs));
+  KVMEM_RETURN_IF_ERROR(ReadObject(store, space, file, kMaxManifestBytes, &bytes));
   Result<AgentManifest> m =
       ParseManifest({reinterpret_cast<const char*>(bytes.data()), bytes.size()});
-  if (!m.ok()) return m.status().WithContext("manifest '" + dir + "/" + std::string(file) + "'");
+  if (!m.ok()) return m.status().WithContext("manifest '" + store.Where(space, file) + "'");
   return m;
 }
 
@@ -101,26 +129,22 @@ bool IsBlockFileName(std::string_view name) {
          name.ends_with(kSuf) && IsXxh128Hex(name.substr(kPre.size(), kXxh128HexLen));
 }
 
-int RemoveUnreferencedBlocks(FileOps& fs, const std::string& dir,
-                             const std::vector<BlockEntry>& keep) {
-  Result<std::vector<std::string>> names = ListDir(dir, fs);
+int RemoveUnreferencedBlocks(StoreBackend& store, const Space& space,
+                             const std::vector<BlockEntry>& keep, std::string_view fence) {
+  Result<std::vector<std::string>> names = store.List(space);
   if (!names.ok()) return 0;
   std::set<std::string> kept;
   for (const BlockEntry& b : keep) kept.insert(b.file);
   for (const std::string& id : CheckpointIds(*names)) {
-    Result<AgentManifest> c = ReadManifest(fs, dir, CheckpointFile(id));
+    Result<AgentManifest> c = ReadManifest(store, space, CheckpointFile(id));
     if (!c.ok()) return 0;
     for (const BlockEntry& b : c->blocks) kept.insert(b.file);
   }
   int removed = 0;
   for (const std::string& n : *names) {
-    if (IsBlockFileName(n) && !kept.count(n) && fs.Unlink((dir + "/" + n).c_str()) == 0) ++removed;
+    if (IsBlockFileName(n) && !kept.count(n) && store.Remove(space, n, fence).ok()) ++removed;
   }
   return removed;
-}
-
-AgentStore::State::~State() {
-  if (lock_fd >= 0) ::close(lock_fd);  // releases the flock
 }
 
 std::shared_ptr<std::mutex> AgentStore::State::AgentLock(const std::string& dir_name) {
@@ -128,6 +152,43 @@ std::shared_ptr<std::mutex> AgentStore::State::AgentLock(const std::string& dir_
   std::shared_ptr<std::mutex>& m = agent_locks[dir_name];
   if (!m) m = std::make_shared<std::mutex>();
   return m;
+}
+
+// A local store's recovery after a crash (agent_store.h), and the move of spaces not under
+// their keyed name.
+Status AgentStore::State::RecoverLocal() {
+  State& s = *this;
+  KVMEM_ASSIGN_OR_RETURN(std::vector<Space> spaces, s.store().Spaces());
+  for (const Space& space : spaces) {
+    KVMEM_ASSIGN_OR_RETURN(std::optional<AgentKey> key, Recover(s.store(), space));
+    // A directory not under its keyed name was written before names were keyed
+    // (LegacyAgentDirName) or under a secret since lost; its manifest says whose it is, so it
+    // moves to the name Load will look for. A name already taken is left alone: List then
+    // reports the directory as another agent's.
+    if (!key || !ValidateAgentKey(*key).ok()) continue;
+    const Space want = s.AgentSpace(*key);
+    if (want.name == space.name) continue;
+    Status moved = static_cast<LocalBackend&>(s.store()).RenameSpace(space, want);
+    if (!moved.ok() && moved.code() != ErrorCode::kFailedPrecondition) return moved;
+  }
+  return Status::Ok();
+}
+
+Result<AgentStore::State::FenceHold> AgentStore::State::FenceHold::Take(State& s,
+                                                                        const Space& space) {
+  if (!s.store().shared()) return FenceHold(nullptr, space, "");
+  {
+    std::lock_guard<std::mutex> l(s.mu);
+    auto it = s.leases.find(space.name);
+    if (it != s.leases.end()) return FenceHold(nullptr, space, it->second);
+  }
+  KVMEM_ASSIGN_OR_RETURN(std::string token,
+                         s.store().AcquireLease(space, s.options.lease_wait));
+  return FenceHold(&s, space, std::move(token));
+}
+
+AgentStore::State::FenceHold::~FenceHold() {
+  if (s_ != nullptr) s_->store().ReleaseLease(space_, token_);
 }
 
 Result<std::string> DefaultStoreRoot() {
@@ -138,6 +199,24 @@ Result<std::string> DefaultStoreRoot() {
   return NotFound("no store directory: neither XDG_DATA_HOME nor HOME is an absolute path");
 }
 
+AgentLease::AgentLease(AgentLease&& o) noexcept
+    : store_(std::exchange(o.store_, nullptr)), key_(std::move(o.key_)) {}
+
+AgentLease::~AgentLease() {
+  if (store_ == nullptr) return;
+  AgentStore::State& s = *store_->state_;
+  const Space space = s.AgentSpace(key_);
+  std::string token;
+  {
+    std::lock_guard<std::mutex> l(s.mu);
+    auto it = s.leases.find(space.name);
+    if (it == s.leases.end()) return;
+    token = std::move(it->second);
+    s.leases.erase(it);
+  }
+  s.store().ReleaseLease(space, token);
+}
+
 AgentStore::AgentStore(std::unique_ptr<State> state) : state_(std::move(state)) {}
 AgentStore::AgentStore(AgentStore&&) noexcept = default;
 AgentStore& AgentStore::operator=(AgentStore&&) noexcept = default;
@@ -145,7 +224,7 @@ AgentStore::~AgentStore() = default;
 
 const std::string& AgentStore::model_dir() const { return state_->model_dir; }
 std::string AgentStore::AgentDir(const AgentKey& key) const {
-  return state_->AgentDir(state_->DirName(key));
+  return state_->store().Where(state_->AgentSpace(key), "");
 }
 
 Result<AgentStore> AgentStore::Open(StoreOptions options) {
@@ -155,51 +234,36 @@ Result<AgentStore> AgentStore::Open(StoreOptions options) {
   }
   if (options.n_vocab <= 0) return InvalidArgument("n_vocab must be positive");
   if (options.root.empty()) return InvalidArgument("store root is empty");
-  std::error_code ec;
-  std::filesystem::create_directories(options.root, ec);
-  if (ec) return IoError("create store root '" + options.root + "': " + ec.message());
-
   if (options.file_ops == nullptr) return InvalidArgument("store file_ops is null");
-  FileOps& fs = *options.file_ops;
   auto state = std::make_unique<State>();
-  state->model_dir = options.root + "/" + options.model_fingerprint.substr(0, kModelDirHexLen);
-  KVMEM_RETURN_IF_ERROR(MakeDir(state->model_dir, fs));
-  const std::string lock = state->model_dir + "/.lock";
-  state->lock_fd = fs.Open(lock.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (state->lock_fd < 0) return IoError("open '" + lock + "': " + std::strerror(errno));
-  if (::flock(state->lock_fd, LOCK_EX | LOCK_NB) != 0) {
-    if (errno == EWOULDBLOCK) {
-      return Unavailable("agent store '" + state->model_dir + "' is in use by another process");
-    }
-    return IoError("lock '" + lock + "': " + std::strerror(errno));
-  }
+  KVMEM_ASSIGN_OR_RETURN(state->backend, OpenBackend(options, &state->model_dir));
   state->options = std::move(options);
+  KVMEM_ASSIGN_OR_RETURN(state->name_secret, LoadOrCreateNameSecret(state->store()));
+  if (!state->store().shared()) KVMEM_RETURN_IF_ERROR(state->RecoverLocal());
+  return AgentStore(std::move(state));
+}
 
-  KVMEM_ASSIGN_OR_RETURN(state->name_secret, LoadOrCreateNameSecret(fs, state->model_dir));
+bool AgentStore::shared() const { return state_->store().shared(); }
 
-  KVMEM_RETURN_IF_ERROR(RemoveLeftoverTemps(state->model_dir, fs).status());
-  KVMEM_RETURN_IF_ERROR(RecoverResponses(state->model_dir));
-  KVMEM_ASSIGN_OR_RETURN(std::vector<std::string> names, ListDir(state->model_dir, fs));
-  bool renamed = false;
-  for (const std::string& n : names) {
-    if (!IsXxh128Hex(n)) continue;
-    KVMEM_ASSIGN_OR_RETURN(std::optional<AgentKey> key, Recover(fs, state->AgentDir(n)));
-    // A directory not under its keyed name was written before names were keyed
-    // (LegacyAgentDirName) or under a secret since lost; its manifest says whose it is, so it
-    // moves to the name Load will look for. A name already taken is left alone: List then
-    // reports the directory as another agent's.
-    if (!key || !ValidateAgentKey(*key).ok()) continue;
-    const std::string want = state->DirName(*key);
-    if (want == n) continue;
-    if (fs.Rename(state->AgentDir(n).c_str(), state->AgentDir(want).c_str()) == 0) {
-      renamed = true;
-    } else if (errno != EEXIST && errno != ENOTEMPTY) {
-      return IoError("rename '" + state->AgentDir(n) + "' to '" + want + "': " +
-                     std::strerror(errno));
+Result<AgentLease> AgentStore::Lease(const AgentKey& key) {
+  KVMEM_RETURN_IF_ERROR(ValidateAgentKey(key));
+  const Space space = state_->AgentSpace(key);
+  {
+    std::lock_guard<std::mutex> l(state_->mu);
+    if (state_->leases.count(space.name)) {
+      return FailedPrecondition("agent " + AgentLabel(key) + " is leased already");
     }
   }
-  if (renamed) KVMEM_RETURN_IF_ERROR(SyncDir(state->model_dir, fs));
-  return AgentStore(std::move(state));
+  KVMEM_ASSIGN_OR_RETURN(std::string token,
+                         state_->store().AcquireLease(space, state_->options.lease_wait));
+  std::lock_guard<std::mutex> l(state_->mu);
+  state_->leases[space.name] = std::move(token);
+  return AgentLease(this, key);
+}
+
+Result<int64_t> AgentStore::Version(const AgentKey& key) const {
+  KVMEM_RETURN_IF_ERROR(ValidateAgentKey(key));
+  return state_->store().Version(state_->AgentSpace(key));
 }
 
 Result<SaveStats> AgentStore::Save(const AgentKey& key, const kv::KvSequence& seq,
@@ -230,11 +294,12 @@ Result<SaveStats> AgentStore::Save(const AgentKey& key, const kv::KvSequence& se
   }
   const kv::KvPool& pool = *seq.pool();
   const int block_rows = pool.geometry().block_rows;
-  const std::string dir_name = state_->DirName(key);
-  const std::string dir = state_->AgentDir(dir_name);
-  std::shared_ptr<std::mutex> agent_mu = state_->AgentLock(dir_name);
+  const Space space = state_->AgentSpace(key);
+  StoreBackend& store = state_->store();
+  std::shared_ptr<std::mutex> agent_mu = state_->AgentLock(space.name);
   std::lock_guard<std::mutex> agent_lock(*agent_mu);
-  KVMEM_RETURN_IF_ERROR(MakeDir(dir, state_->fs()).WithContext(where));
+  Result<State::FenceHold> fence = State::FenceHold::Take(*state_, space);
+  if (!fence.ok()) return fence.status().WithContext(where);
 
   AgentManifest m;
   m.key = key;
@@ -257,47 +322,48 @@ Result<SaveStats> AgentStore::Save(const AgentKey& key, const kv::KvSequence& se
     if (!e.ok()) return e.status().WithContext(where + ", block " + std::to_string(i));
     const std::string name = e->file_name();
     // Content-addressed: a file of this name and size already holds these bytes.
-    if (FileSize(dir + "/" + name) == e->bytes()) {
+    const Result<uint64_t> have = store.Size(space, name);
+    if (have.ok() && *have == e->bytes()) {
       ++stats.blocks_reused;
     } else {
-      KVMEM_RETURN_IF_ERROR(
-          WriteFileAtomic(dir, name, e->pieces(), state_->fs()).WithContext(where));
+      KVMEM_RETURN_IF_ERROR(store.Put(space, name, e->pieces(), fence->token()).WithContext(where));
       ++stats.blocks_written;
       stats.bytes_written += e->bytes();
     }
     m.blocks.push_back({name, n, e->first_pos(), e->checksum(), e->bytes(), e->released_layers()});
   }
   const std::string json = ManifestToJson(m);
-  KVMEM_RETURN_IF_ERROR(
-      WriteFileAtomic(dir, kManifestName,
-                      {reinterpret_cast<const uint8_t*>(json.data()), json.size()}, state_->fs())
-          .WithContext(where));
+  Result<int64_t> version =
+      store.Publish(space, kManifestName,
+                    {reinterpret_cast<const uint8_t*>(json.data()), json.size()}, fence->token());
+  if (!version.ok()) return version.status().WithContext(where);
+  stats.version = *version;
   stats.bytes_written += json.size();
   // Only now, with the new manifest durable, are the old turn's blocks garbage.
-  stats.files_removed = RemoveUnreferencedBlocks(state_->fs(), dir, m.blocks);
+  stats.files_removed = RemoveUnreferencedBlocks(store, space, m.blocks, fence->token());
   return stats;
 }
 
 Result<MemoryRecord> AgentStore::ReadMemory(const AgentKey& key) const {
   KVMEM_RETURN_IF_ERROR(ValidateAgentKey(key));
-  const std::string dir_name = state_->DirName(key);
-  std::shared_ptr<std::mutex> agent_mu = state_->AgentLock(dir_name);
+  const Space space = state_->AgentSpace(key);
+  std::shared_ptr<std::mutex> agent_mu = state_->AgentLock(space.name);
   std::lock_guard<std::mutex> agent_lock(*agent_mu);
-  KVMEM_ASSIGN_OR_RETURN(AgentManifest m, ReadManifest(state_->fs(), state_->AgentDir(dir_name)));
+  KVMEM_ASSIGN_OR_RETURN(AgentManifest m, ReadManifest(state_->store(), space));
   return std::move(m.memory);
 }
 
 Result<std::vector<AgentInfo>> AgentStore::List() const {
-  KVMEM_ASSIGN_OR_RETURN(std::vector<std::string> names, ListDir(state_->model_dir, state_->fs()));
+  const StoreBackend& store = state_->store();
+  KVMEM_ASSIGN_OR_RETURN(std::vector<Space> spaces, store.Spaces());
   std::vector<AgentInfo> out;
-  for (const std::string& n : names) {
-    if (!IsXxh128Hex(n)) continue;
-    const std::string dir = state_->AgentDir(n);
+  for (const Space& space : spaces) {
     AgentInfo info;
-    Result<AgentManifest> m = ReadManifest(state_->fs(), dir);
-    if (m.ok() && state_->DirName(m->key) != n) {
-      m = Corrupt("manifest in '" + dir + "' names agent " + AgentLabel(m->key) +
-                  ", whose directory is another");
+    Result<AgentManifest> m = ReadManifest(store, space);
+    if (m.ok() && (state_->DirName(m->key) != space.name ||
+                   (store.shared() && m->key.tenant != space.tenant))) {
+      m = Corrupt("manifest in '" + store.Where(space, "") + "' names agent " +
+                  AgentLabel(m->key) + ", whose space is another");
     }
     if (!m.ok()) {
       if (m.status().code() == ErrorCode::kNotFound) continue;  // being deleted or never saved
@@ -310,9 +376,12 @@ Result<std::vector<AgentInfo>> AgentStore::List() const {
       info.memory = std::move(m->memory);
       info.memory.state = Json::object();
     }
-    Result<std::vector<std::string>> files = ListDir(dir, state_->fs());
-    if (files.ok()) {
-      for (const std::string& f : *files) info.bytes_on_disk += FileSize(dir + "/" + f);
+    Result<std::vector<std::string>> names = store.List(space);
+    if (names.ok()) {
+      for (const std::string& n : *names) {
+        const Result<uint64_t> size = store.Size(space, n);
+        if (size.ok()) info.bytes_on_disk += *size;
+      }
     }
     out.push_back(std::move(info));
   }
@@ -325,32 +394,23 @@ Result<std::vector<AgentInfo>> AgentStore::List() const {
 
 Status AgentStore::Delete(const AgentKey& key) {
   KVMEM_RETURN_IF_ERROR(ValidateAgentKey(key));
-  const std::string dir_name = state_->DirName(key);
-  const std::string dir = state_->AgentDir(dir_name);
-  std::shared_ptr<std::mutex> agent_mu = state_->AgentLock(dir_name);
+  const Space space = state_->AgentSpace(key);
+  StoreBackend& store = state_->store();
+  std::shared_ptr<std::mutex> agent_mu = state_->AgentLock(space.name);
   std::lock_guard<std::mutex> agent_lock(*agent_mu);
-  const std::string manifest = dir + "/" + std::string(kManifestName);
-  FileOps& fs = state_->fs();
-  if (fs.Unlink(manifest.c_str()) != 0) {
-    if (errno == ENOENT || errno == ENOTDIR)
-      return NotFound("agent " + AgentLabel(key) + " has no stored cache");
-    return IoError("delete '" + manifest + "': " + std::strerror(errno));
+  KVMEM_ASSIGN_OR_RETURN(State::FenceHold fence, State::FenceHold::Take(*state_, space));
+  // The manifest first, durably: the agent is gone even if a crash follows.
+  Status removed = store.Remove(space, kManifestName, fence.token());
+  if (removed.code() == ErrorCode::kNotFound) {
+    return NotFound("agent " + AgentLabel(key) + " has no stored cache");
   }
-  KVMEM_RETURN_IF_ERROR(SyncDir(dir, fs));
-  KVMEM_ASSIGN_OR_RETURN(std::vector<std::string> names, ListDir(dir, fs));
-  for (const std::string& n : names) {
-    const std::string p = dir + "/" + n;
-    if (fs.Unlink(p.c_str()) != 0) return IoError("delete '" + p + "': " + std::strerror(errno));
-  }
-  if (fs.Rmdir(dir.c_str()) != 0) return IoError("remove '" + dir + "': " + std::strerror(errno));
-  return SyncDir(state_->model_dir, fs);
+  KVMEM_RETURN_IF_ERROR(removed);
+  return store.RemoveSpace(space, fence.token());
 }
 
 bool AgentStore::Contains(const AgentKey& key) const {
   if (!ValidateAgentKey(key).ok()) return false;
-  struct stat st {};
-  const std::string manifest = AgentDir(key) + "/" + std::string(kManifestName);
-  return ::lstat(manifest.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+  return state_->store().Size(state_->AgentSpace(key), kManifestName).ok();
 }
 
 }  // namespace kvmem::memory::store

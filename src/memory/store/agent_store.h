@@ -1,5 +1,8 @@
-// Persistent per-agent KV caches on local disk (DESIGN.md "Persistence format"; semantic.md's
-// per-agent caches that reload instead of re-prefilling). Layout under the root:
+// Persistent per-agent KV caches (DESIGN.md "Persistence format"; semantic.md's per-agent
+// caches that reload instead of re-prefilling), kept by a backend (store_backend.h): a local
+// directory (the default, one process) or Redis (`redis://HOST:PORT/DB` as the root: several
+// servers share the agents, redis_backend.h). Each agent is a space of objects; on disk, under
+// the root:
 //
 //   <root>/<first 16 hex of the model fingerprint>/   one directory per model
 //     .lock                                           held (flock) by the process that opened it
@@ -41,6 +44,7 @@
 // directory: Open fails with Unavailable while another process holds it.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -65,6 +69,12 @@ struct StoreOptions {
   // routed: creating the root itself, the lock's flock, close, and lstat of sizes (whose
   // failure reads as "no such block": Save then writes it). Not owned: it outlives the store.
   FileOps* file_ops = &RealFileOps();
+  // A shared backend: how long a mutation or a Lease waits for another server's lease.
+  std::chrono::milliseconds lease_wait{15000};
+  // A Redis root: each command's timeout, the lease's time to live, the block cache's size.
+  std::chrono::milliseconds redis_timeout{2000};
+  std::chrono::milliseconds lease_ttl{10000};
+  size_t cache_bytes = size_t{256} << 20;
 };
 
 // $XDG_DATA_HOME/kvmem when XDG_DATA_HOME is an absolute path, else $HOME/.local/share/kvmem.
@@ -75,6 +85,7 @@ struct SaveStats {
   int blocks_reused = 0;       // already on disk under their content name
   uint64_t bytes_written = 0;  // block files and manifest
   int files_removed = 0;       // unreferenced block files garbage-collected
+  int64_t version = 0;         // the agent's version after the save (Version)
 };
 
 struct AgentRecord {
@@ -84,6 +95,7 @@ struct AgentRecord {
   int blocks = 0;
   uint64_t bytes_read = 0;
   MemoryRecord memory;  // how the rows serve the agent's turns
+  int64_t version = 0;  // the agent's Version when it was read
 };
 
 struct AgentInfo {
@@ -108,9 +120,26 @@ struct CheckpointInfo {
 // True for "ckpt-<n>" with n of 1..18 decimal digits without leading zeros.
 bool IsCheckpointId(std::string_view id);
 
+class AgentStore;
+
+// The agent's lease while it lives (AgentStore::Lease); released by the destructor.
+class AgentLease {
+ public:
+  AgentLease(AgentLease&& o) noexcept;
+  AgentLease& operator=(AgentLease&&) = delete;
+  ~AgentLease();
+
+ private:
+  friend class AgentStore;
+  AgentLease(AgentStore* store, AgentKey key) : store_(store), key_(std::move(key)) {}
+  AgentStore* store_;
+  AgentKey key_;
+};
+
 class AgentStore {
  public:
-  // Creates <root>/<fingerprint prefix>/ if missing, takes its lock and cleans up after crashes.
+  // A local root: creates <root>/<fingerprint prefix>/ if missing, takes its lock and cleans up
+  // after crashes. A Redis root: connects (Unavailable when it cannot).
   static Result<AgentStore> Open(StoreOptions options);
 
   AgentStore(AgentStore&&) noexcept;
@@ -155,8 +184,18 @@ class AgentStore {
   // files. NotFound if it has none.
   Status Delete(const AgentKey& key);
 
-  // True if the agent has a manifest (false for invalid keys).
+  // True if the agent has a manifest (false for invalid keys, and when the backend cannot be
+  // reached).
   bool Contains(const AgentKey& key) const;
+
+  // True when other servers share the store (Lease and Version matter).
+  bool shared() const;
+  // Holds the agent's lease until the AgentLease goes: this process is its one writer. Waits up
+  // to lease_wait while another server holds it, then Unavailable; IoError when the backend
+  // cannot be reached. At once on a local store. One Lease per agent at a time in a process.
+  Result<AgentLease> Lease(const AgentKey& key);
+  // The agent's version: advanced by every save and delete, by any server.
+  Result<int64_t> Version(const AgentKey& key) const;
 
   // Records of the server's Responses API (serve/responses_api.h), one small JSON document per
   // (tenant, response id), opaque here: the key (validated like an agent's) is named by its
@@ -167,11 +206,14 @@ class AgentStore {
   Result<std::string> LoadResponse(const AgentKey& key) const;
   Status DeleteResponse(const AgentKey& key);
 
+  // The model's directory (a local store) or the backend's description.
   const std::string& model_dir() const;
-  // The agent's directory. Requires ValidateAgentKey(key).ok().
+  // The agent's directory (a local store), or where its objects are. Requires
+  // ValidateAgentKey(key).ok().
   std::string AgentDir(const AgentKey& key) const;
 
  private:
+  friend class AgentLease;
   struct State;
   explicit AgentStore(std::unique_ptr<State> state);
   std::unique_ptr<State> state_;

@@ -282,7 +282,7 @@ Status ChecksumMismatch(const std::string& sum, const std::string& want) {
 // A damaged file is named as such whatever check it failed first: `st` stays the error for a
 // file whose checksum holds (rewritten consistently) or a pool that cannot take it, and for a
 // read that failed.
-Status Diagnose(const ReadOnlyFile& file, const std::string& want, Status st) {
+Status Diagnose(const Blob& file, const std::string& want, Status st) {
   if (st.ok() || st.code() == ErrorCode::kIo) return st;
   Xxh128Stream h;
   std::vector<uint8_t> piece(size_t{1} << 20);
@@ -297,15 +297,15 @@ Status Diagnose(const ReadOnlyFile& file, const std::string& want, Status st) {
 
 }  // namespace
 
-Result<BlockLoad> BlockLoad::Start(ReadOnlyFile file, const BlockEntry& entry,
+Result<BlockLoad> BlockLoad::Start(std::unique_ptr<Blob> file, const BlockEntry& entry,
                                    const BlockIdentity& expected, kv::KvSequence* seq) {
-  if (file.size() != entry.bytes) {
-    return Corrupt("block file is " + std::to_string(file.size()) + " bytes, the manifest says " +
+  if (file->size() != entry.bytes) {
+    return Corrupt("block file is " + std::to_string(file->size()) + " bytes, the manifest says " +
                    std::to_string(entry.bytes) + " (truncated or replaced?)");
   }
   BlockLoad b(std::move(file));
   Status st = b.ReadHeader(entry, expected, seq);
-  if (!st.ok()) return Diagnose(b.file_, entry.checksum, std::move(st));
+  if (!st.ok()) return Diagnose(*b.file_, entry.checksum, std::move(st));
   return b;
 }
 
@@ -317,18 +317,18 @@ Status BlockLoad::ReadHeader(const BlockEntry& entry, const BlockIdentity& expec
   released_ = entry.released_layers;
   // Headers hold a few numbers per tensor and the token ids: a few bytes per row.
   const uint64_t max_header = (1 << 16) + 16ull * g.block_rows + 128ull * g.n_layers;
-  prefix_.resize(std::min<uint64_t>(8, file_.size()));
-  KVMEM_RETURN_IF_ERROR(file_.ReadAt(0, prefix_));
+  prefix_.resize(std::min<uint64_t>(8, file_->size()));
+  KVMEM_RETURN_IF_ERROR(file_->ReadAt(0, prefix_));
   KVMEM_ASSIGN_OR_RETURN(const uint64_t prefix_bytes,
-                         SafetensorsPrefixBytes(prefix_, file_.size(), max_header));
+                         SafetensorsPrefixBytes(prefix_, file_->size(), max_header));
   prefix_.resize(prefix_bytes);
-  KVMEM_RETURN_IF_ERROR(file_.ReadAt(8, std::span(prefix_).subspan(8)));
+  KVMEM_RETURN_IF_ERROR(file_->ReadAt(8, std::span(prefix_).subspan(8)));
   KVMEM_ASSIGN_OR_RETURN(const SafetensorsView v,
-                         ParseSafetensorsHeader(prefix_, file_.size(), max_header));
+                         ParseSafetensorsHeader(prefix_, file_->size(), max_header));
   KVMEM_ASSIGN_OR_RETURN(const BlockTensors t, CheckHeader(v, entry, expected, pool));
 
   positions_.resize(entry.n_rows);
-  KVMEM_RETURN_IF_ERROR(file_.ReadAt(t.positions->offset, AsBytes(positions_)));
+  KVMEM_RETURN_IF_ERROR(file_->ReadAt(t.positions->offset, AsBytes(positions_)));
   KVMEM_RETURN_IF_ERROR(CheckPositions(positions_, entry));
   KVMEM_ASSIGN_OR_RETURN(block_, AppendBlockRows(positions_, seq));
 
@@ -358,8 +358,8 @@ Status BlockLoad::ReadData() {
   h.Update(prefix_);
   for (const Piece& p : pieces_) {
     if (!p.read) {
-      Status st = file_.ReadAt(p.offset, p.into);
-      if (!st.ok()) return Diagnose(file_, checksum_, std::move(st));
+      Status st = file_->ReadAt(p.offset, p.into);
+      if (!st.ok()) return Diagnose(*file_, checksum_, std::move(st));
     }
     h.Update(p.into);
   }

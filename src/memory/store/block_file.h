@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -28,7 +29,7 @@
 #include "core/status.h"
 #include "kv/kv_pool.h"
 #include "kv/kv_sequence.h"
-#include "memory/store/atomic_file.h"
+#include "memory/store/store_backend.h"
 #include "memory/store/manifest.h"
 #include "memory/store/safetensors.h"
 
@@ -85,13 +86,13 @@ Result<EncodedBlock> EncodeBlock(const kv::KvPool& pool, int32_t block, int32_t 
 // blocks may run at once.
 class BlockLoad {
  public:
-  static Result<BlockLoad> Start(ReadOnlyFile file, const BlockEntry& entry,
+  static Result<BlockLoad> Start(std::unique_ptr<Blob> file, const BlockEntry& entry,
                                  const BlockIdentity& expected, kv::KvSequence* seq);
   Status ReadData();
   Status Finish(kv::KvSequence* seq);
 
   const std::vector<int64_t>& positions() const { return positions_; }  // (n_rows)
-  uint64_t bytes() const { return file_.size(); }
+  uint64_t bytes() const { return file_->size(); }
 
  private:
   struct Piece {
@@ -99,10 +100,10 @@ class BlockLoad {
     std::span<uint8_t> into;
     bool read = false;  // already read (the positions)
   };
-  explicit BlockLoad(ReadOnlyFile file) : file_(std::move(file)) {}
+  explicit BlockLoad(std::unique_ptr<Blob> file) : file_(std::move(file)) {}
   Status ReadHeader(const BlockEntry& entry, const BlockIdentity& expected, kv::KvSequence* seq);
 
-  ReadOnlyFile file_;
+  std::unique_ptr<Blob> file_;
   std::string checksum_;
   std::vector<int> released_;
   std::vector<uint8_t> prefix_;  // the length and the header

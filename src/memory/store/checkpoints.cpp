@@ -1,15 +1,9 @@
 // AgentStore's checkpoints: earlier manifests of an agent kept beside its current one.
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <set>
 
 #include "memory/store/agent_store.h"
 #include "memory/store/agent_store_state.h"
-#include "memory/store/atomic_file.h"
 
 namespace kvmem::memory::store {
 namespace {
@@ -18,12 +12,6 @@ constexpr std::string_view kCheckpointPrefix = "ckpt-";
 constexpr std::string_view kCheckpointSuffix = ".json";
 
 int64_t CheckpointNumber(std::string_view id) { return std::stoll(std::string(id.substr(5))); }
-
-uint64_t FileBytes(const std::string& path) {
-  struct stat st {};
-  return ::lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) ? static_cast<uint64_t>(st.st_size)
-                                                                : 0;
-}
 
 }  // namespace
 
@@ -54,24 +42,26 @@ std::vector<std::string> CheckpointIds(const std::vector<std::string>& dir_names
 Result<CheckpointInfo> AgentStore::Checkpoint(const AgentKey& key) {
   KVMEM_RETURN_IF_ERROR(ValidateAgentKey(key));
   const std::string where = "checkpointing agent " + AgentLabel(key);
-  const std::string dir_name = state_->DirName(key);
-  const std::string dir = state_->AgentDir(dir_name);
-  std::shared_ptr<std::mutex> agent_mu = state_->AgentLock(dir_name);
+  const Space space = state_->AgentSpace(key);
+  StoreBackend& store = state_->store();
+  std::shared_ptr<std::mutex> agent_mu = state_->AgentLock(space.name);
   std::lock_guard<std::mutex> agent_lock(*agent_mu);
+  KVMEM_ASSIGN_OR_RETURN(State::FenceHold fence, State::FenceHold::Take(*state_, space));
   std::vector<uint8_t> bytes;
-  Status read = ReadFileNoFollow(dir, kManifestName, kMaxManifestBytes, &bytes, state_->fs());
+  Status read = ReadObject(store, space, kManifestName, kMaxManifestBytes, &bytes);
   if (read.code() == ErrorCode::kNotFound) return NotFound(where + ": no stored cache");
   KVMEM_RETURN_IF_ERROR(read.WithContext(where));
   KVMEM_ASSIGN_OR_RETURN(
       AgentManifest m,
       ParseManifest({reinterpret_cast<const char*>(bytes.data()), bytes.size()}));
-  KVMEM_ASSIGN_OR_RETURN(std::vector<std::string> names, ListDir(dir, state_->fs()));
+  KVMEM_ASSIGN_OR_RETURN(std::vector<std::string> names, store.List(space));
   const std::vector<std::string> ids = CheckpointIds(names);
   CheckpointInfo info;
   info.id = std::string(kCheckpointPrefix) +
             std::to_string(ids.empty() ? 1 : CheckpointNumber(ids.back()) + 1);
+  const std::span<const uint8_t> pieces[] = {bytes};
   KVMEM_RETURN_IF_ERROR(
-      WriteFileAtomic(dir, CheckpointFile(info.id), bytes, state_->fs()).WithContext(where));
+      store.Put(space, CheckpointFile(info.id), pieces, fence.token()).WithContext(where));
   info.n_tokens = static_cast<int64_t>(m.tokens.size());
   info.last_use_unix_ms = m.last_use_unix_ms;
   info.bytes_on_disk = bytes.size();
@@ -81,11 +71,11 @@ Result<CheckpointInfo> AgentStore::Checkpoint(const AgentKey& key) {
 
 Result<int> AgentStore::TrimCheckpoints(const AgentKey& key, int max_keep, std::string_view spare) {
   KVMEM_RETURN_IF_ERROR(ValidateAgentKey(key));
-  const std::string dir_name = state_->DirName(key);
-  const std::string dir = state_->AgentDir(dir_name);
-  std::shared_ptr<std::mutex> agent_mu = state_->AgentLock(dir_name);
+  const Space space = state_->AgentSpace(key);
+  StoreBackend& store = state_->store();
+  std::shared_ptr<std::mutex> agent_mu = state_->AgentLock(space.name);
   std::lock_guard<std::mutex> agent_lock(*agent_mu);
-  Result<std::vector<std::string>> names = ListDir(dir, state_->fs());
+  Result<std::vector<std::string>> names = store.List(space);
   if (!names.ok()) {
     if (names.status().code() == ErrorCode::kNotFound) return 0;
     return names.status();
@@ -93,41 +83,42 @@ Result<int> AgentStore::TrimCheckpoints(const AgentKey& key, int max_keep, std::
   std::vector<std::string> ids = CheckpointIds(*names);
   const bool spared = std::erase(ids, std::string(spare)) > 0;
   size_t count = ids.size() + (spared ? 1 : 0);
+  const size_t keep = static_cast<size_t>(std::max(max_keep, 0));
+  if (count <= keep) return 0;
+  KVMEM_ASSIGN_OR_RETURN(State::FenceHold fence, State::FenceHold::Take(*state_, space));
   int deleted = 0;
-  for (size_t i = 0; i < ids.size() && count > static_cast<size_t>(std::max(max_keep, 0));
-       ++i, --count) {
-    const std::string path = dir + "/" + CheckpointFile(ids[i]);
-    if (state_->fs().Unlink(path.c_str()) != 0 && errno != ENOENT) {
-      return IoError("agent " + AgentLabel(key) + ": delete '" + path + "': " +
-                     std::strerror(errno));
+  for (size_t i = 0; i < ids.size() && count > keep; ++i, --count) {
+    Status st = store.Remove(space, CheckpointFile(ids[i]), fence.token());
+    if (!st.ok() && st.code() != ErrorCode::kNotFound) {
+      return st.WithContext("agent " + AgentLabel(key));
     }
     ++deleted;
   }
-  if (deleted > 0) KVMEM_RETURN_IF_ERROR(SyncDir(dir, state_->fs()));
   return deleted;
 }
 
 Result<std::vector<CheckpointInfo>> AgentStore::ListCheckpoints(const AgentKey& key,
                                                                 bool with_text) const {
   KVMEM_RETURN_IF_ERROR(ValidateAgentKey(key));
-  const std::string dir_name = state_->DirName(key);
-  const std::string dir = state_->AgentDir(dir_name);
-  std::shared_ptr<std::mutex> agent_mu = state_->AgentLock(dir_name);
+  const Space space = state_->AgentSpace(key);
+  const StoreBackend& store = state_->store();
+  std::shared_ptr<std::mutex> agent_mu = state_->AgentLock(space.name);
   std::lock_guard<std::mutex> agent_lock(*agent_mu);
   std::vector<CheckpointInfo> out;
-  Result<std::vector<std::string>> names = ListDir(dir, state_->fs());
+  Result<std::vector<std::string>> names = store.List(space);
   if (!names.ok()) {
     if (names.status().code() == ErrorCode::kNotFound) return out;
     return names.status();
   }
   for (const std::string& id : CheckpointIds(*names)) {
-    Result<AgentManifest> m = ReadManifest(state_->fs(), dir, CheckpointFile(id));
+    Result<AgentManifest> m = ReadManifest(store, space, CheckpointFile(id));
     if (!m.ok() || !(m->key == key)) continue;
     CheckpointInfo c;
     c.id = id;
     c.n_tokens = static_cast<int64_t>(m->tokens.size());
     c.last_use_unix_ms = m->last_use_unix_ms;
-    c.bytes_on_disk = FileBytes(dir + "/" + CheckpointFile(id));
+    const Result<uint64_t> size = store.Size(space, CheckpointFile(id));
+    c.bytes_on_disk = size.ok() ? *size : 0;
     for (const BlockEntry& b : m->blocks) c.bytes_on_disk += b.bytes;
     if (with_text) c.text = std::move(m->text);
     out.push_back(std::move(c));
@@ -139,18 +130,16 @@ Status AgentStore::DeleteCheckpoint(const AgentKey& key, std::string_view id) {
   KVMEM_RETURN_IF_ERROR(ValidateAgentKey(key));
   const std::string where = "agent " + AgentLabel(key) + " checkpoint '" + std::string(id) + "'";
   if (!IsCheckpointId(id)) return InvalidArgument(where + ": not a checkpoint id");
-  const std::string dir_name = state_->DirName(key);
-  const std::string dir = state_->AgentDir(dir_name);
-  std::shared_ptr<std::mutex> agent_mu = state_->AgentLock(dir_name);
+  const Space space = state_->AgentSpace(key);
+  StoreBackend& store = state_->store();
+  std::shared_ptr<std::mutex> agent_mu = state_->AgentLock(space.name);
   std::lock_guard<std::mutex> agent_lock(*agent_mu);
-  const std::string path = dir + "/" + CheckpointFile(id);
-  if (state_->fs().Unlink(path.c_str()) != 0) {
-    if (errno == ENOENT || errno == ENOTDIR) return NotFound(where + ": none");
-    return IoError(where + ": delete: " + std::strerror(errno));
-  }
-  KVMEM_RETURN_IF_ERROR(SyncDir(dir, state_->fs()));
-  Result<AgentManifest> m = ReadManifest(state_->fs(), dir);
-  if (m.ok()) RemoveUnreferencedBlocks(state_->fs(), dir, m->blocks);
+  KVMEM_ASSIGN_OR_RETURN(State::FenceHold fence, State::FenceHold::Take(*state_, space));
+  Status removed = store.Remove(space, CheckpointFile(id), fence.token());
+  if (removed.code() == ErrorCode::kNotFound) return NotFound(where + ": none");
+  KVMEM_RETURN_IF_ERROR(removed.WithContext(where));
+  Result<AgentManifest> m = ReadManifest(store, space);
+  if (m.ok()) RemoveUnreferencedBlocks(store, space, m->blocks, fence.token());
   return Status::Ok();
 }
 
