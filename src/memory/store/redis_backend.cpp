@@ -3,6 +3,7 @@
 #include <hiredis/hiredis.h>
 #include <sys/random.h>
 
+#include <cerrno>
 #include <charconv>
 #include <cstring>
 
@@ -182,45 +183,62 @@ std::string RedisBackend::Where(const Space& space, std::string_view name) const
   return Describe() + " " + ObjectKey(space, name);
 }
 
-Result<RedisBackend::Reply> RedisBackend::Command(const std::vector<std::string_view>& args) const {
-  std::unique_ptr<Connection> conn;
-  {
-    std::lock_guard<std::mutex> l(pool_mu_);
-    if (!idle_.empty()) {
-      conn = std::move(idle_.back());
-      idle_.pop_back();
-    }
-  }
+Result<std::unique_ptr<RedisBackend::Connection>> RedisBackend::Connect() const {
   const std::string where = Describe();
-  if (!conn) {
-    redisContext* c = redisConnectWithTimeout(options_.host.c_str(), options_.port,
-                                              ToTimeval(options_.timeout));
-    if (c == nullptr) return IoError(where + ": cannot allocate a connection");
-    conn = std::make_unique<Connection>(c);
-    if (c->err != 0) return IoError(where + ": " + c->errstr);
-    if (redisSetTimeout(c, ToTimeval(options_.timeout)) != REDIS_OK) {
-      return IoError(where + ": cannot set the command timeout");
-    }
-    if (options_.db != 0) {
-      const std::string db = std::to_string(options_.db);
-      redisReply* r = static_cast<redisReply*>(redisCommand(c, "SELECT %s", db.c_str()));
-      const bool ok = r != nullptr && r->type == REDIS_REPLY_STATUS;
-      if (r != nullptr) freeReplyObject(r);
-      if (!ok) return IoError(where + ": SELECT " + db + " failed");
-    }
+  redisContext* c = redisConnectWithTimeout(options_.host.c_str(), options_.port,
+                                            ToTimeval(options_.timeout));
+  if (c == nullptr) return IoError(where + ": cannot allocate a connection");
+  auto conn = std::make_unique<Connection>(c);
+  if (c->err != 0) return IoError(where + ": " + c->errstr);
+  if (redisSetTimeout(c, ToTimeval(options_.timeout)) != REDIS_OK) {
+    return IoError(where + ": cannot set the command timeout");
   }
+  if (options_.db != 0) {
+    const std::string db = std::to_string(options_.db);
+    redisReply* r = static_cast<redisReply*>(redisCommand(c, "SELECT %s", db.c_str()));
+    const bool ok = r != nullptr && r->type == REDIS_REPLY_STATUS;
+    if (r != nullptr) freeReplyObject(r);
+    if (!ok) return IoError(where + ": SELECT " + db + " failed");
+  }
+  return conn;
+}
+
+Result<RedisBackend::Reply> RedisBackend::Command(const std::vector<std::string_view>& args) const {
   std::vector<const char*> argv;
   std::vector<size_t> lens;
   for (std::string_view a : args) {
     argv.push_back(a.data());
     lens.push_back(a.size());
   }
-  redisReply* r = static_cast<redisReply*>(
-      redisCommandArgv(conn->get(), static_cast<int>(argv.size()), argv.data(), lens.data()));
-  if (r == nullptr) {
-    // The connection is unusable (timeout, reset): it is dropped, the next call reconnects.
-    return IoError(where + ": " + std::string(args[0]) + ": " +
-                   (conn->get()->err != 0 ? conn->get()->errstr : "no reply"));
+  redisReply* r = nullptr;
+  std::unique_ptr<Connection> conn;
+  // A pooled connection the server closed meanwhile (it restarted, or timed the client out)
+  // fails before the command reaches it: then once more on a new connection. A timeout is not
+  // retried (the command may have run).
+  for (int attempt = 0; attempt < 2 && r == nullptr; ++attempt) {
+    bool pooled = false;
+    {
+      std::lock_guard<std::mutex> l(pool_mu_);
+      if (!idle_.empty()) {
+        conn = std::move(idle_.back());
+        idle_.pop_back();
+        pooled = true;
+      }
+    }
+    if (!conn) {
+      KVMEM_ASSIGN_OR_RETURN(conn, Connect());
+    }
+    r = static_cast<redisReply*>(
+        redisCommandArgv(conn->get(), static_cast<int>(argv.size()), argv.data(), lens.data()));
+    if (r != nullptr) break;
+    const int e = errno;
+    const int err = conn->get()->err;
+    const std::string why = err != 0 ? conn->get()->errstr : "no reply";
+    const bool closed = err == REDIS_ERR_EOF || (err == REDIS_ERR_IO && (e == EPIPE || e == ECONNRESET));
+    conn.reset();  // unusable either way
+    if (!pooled || !closed || attempt == 1) {
+      return IoError(Describe() + ": " + std::string(args[0]) + ": " + why);
+    }
   }
   Reply out;
   out.type = r->type;
@@ -235,7 +253,7 @@ Result<RedisBackend::Reply> RedisBackend::Command(const std::vector<std::string_
     idle_.push_back(std::move(conn));
   }
   if (out.type == REDIS_REPLY_ERROR) {
-    return IoError(where + ": " + std::string(args[0]) + ": " + out.str);
+    return IoError(Describe() + ": " + std::string(args[0]) + ": " + out.str);
   }
   return out;
 }
@@ -250,6 +268,7 @@ Result<int64_t> RedisBackend::Write(const Space& space, std::string_view name,
                                            version, fence, bytes, name, member,
                                            publish ? "1" : "0"}));
   if (r.integer < 0) return Fenced("writing " + Where(space, name));
+  Forget(object);
   return static_cast<int64_t>(r.integer);
 }
 
@@ -324,15 +343,18 @@ Status RedisBackend::Remove(const Space& space, std::string_view name, std::stri
   KVMEM_ASSIGN_OR_RETURN(Reply r,
                          Command({"EVAL", kRemoveScript, "3", sk + "#lease", key, sk, fence, name}));
   if (r.integer < 0) return Fenced("removing " + Where(space, name));
+  Forget(key);
   if (r.integer == 0) return NotFound("'" + Where(space, name) + "' does not exist");
+  return Status::Ok();
+}
+
+void RedisBackend::Forget(const std::string& key) const {
   std::lock_guard<std::mutex> l(cache_mu_);
   auto it = cache_.find(key);
-  if (it != cache_.end()) {
-    cache_used_ -= it->second.bytes->size();
-    lru_.erase(it->second.lru);
-    cache_.erase(it);
-  }
-  return Status::Ok();
+  if (it == cache_.end()) return;
+  cache_used_ -= it->second.bytes->size();
+  lru_.erase(it->second.lru);
+  cache_.erase(it);
 }
 
 Result<std::vector<std::string>> RedisBackend::List(const Space& space) const {

@@ -92,6 +92,7 @@ class RedisBackend final : public StoreBackend {
   struct Reply;
   RedisBackend(RedisOptions options, std::string prefix);
 
+  Result<std::unique_ptr<Connection>> Connect() const;
   // Runs one command on a pooled connection.
   Result<Reply> Command(const std::vector<std::string_view>& args) const;
   std::string SpaceKey(const Space& space) const;
@@ -99,6 +100,9 @@ class RedisBackend final : public StoreBackend {
   Result<int64_t> Write(const Space& space, std::string_view name, std::string_view bytes,
                         std::string_view fence, bool publish);
   void RenewLoop();
+  // Drops the key from the block cache (written or removed by this process; block names
+  // otherwise always mean the same bytes, on any server).
+  void Forget(const std::string& key) const;
 
   RedisOptions options_;
   std::string prefix_;  // "kvmem:F:"
