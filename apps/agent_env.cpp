@@ -6,6 +6,7 @@
 #include "common.h"
 #include "kv/kv_format.h"
 #include "memory/store/fingerprint.h"
+#include "memory/store/redis_backend.h"
 
 namespace kvmem::app {
 namespace {
@@ -31,8 +32,9 @@ std::string Stem(const std::string& path) {
 void AddAgentEnvOptions(CLI::App* cmd, AgentEnvOptions* o) {
   cmd->add_option("-m,--model", o->model, "GGUF model (default: the installed SmolLM2)");
   cmd->add_option("--store", o->store_dir,
-                  "agent store directory (default: $XDG_DATA_HOME/kvmem, else "
-                  "~/.local/share/kvmem)");
+                  "agent store: a directory (default: $XDG_DATA_HOME/kvmem, else "
+                  "~/.local/share/kvmem), or redis://HOST:PORT/DB to share agents between "
+                  "servers");
   cmd->add_flag("--no-store", o->no_store, "keep agents' caches in RAM only (nothing persists)");
   cmd->add_option(
          "--kv-format", o->kv_format,
@@ -89,7 +91,12 @@ Result<std::unique_ptr<AgentEnv>> OpenAgentEnv(const AgentEnvOptions& o, bool wi
     } else {
       so.root = o.store_dir;
     }
-    presets_dir = so.root + "/presets";
+    if (memory::store::IsRedisUrl(so.root)) {  // presets stay on this machine
+      KVMEM_ASSIGN_OR_RETURN(presets_dir, memory::store::DefaultStoreRoot());
+      presets_dir += "/presets";
+    } else {
+      presets_dir = so.root + "/presets";
+    }
     so.model_fingerprint = fingerprint;
     so.n_vocab = spec.n_vocab;
     auto store = memory::store::AgentStore::Open(so);

@@ -337,9 +337,11 @@ Result<TurnResult> AgentRuntime::RunTurn(const store::AgentKey* key, std::string
       if (held->has_value()) lease.emplace(std::move(**held));
     } else if (held.status().code() != ErrorCode::kIo) {
       return held.status();  // busy on another server: Unavailable
-    } else if (params.continue_conversation) {
+    } else if (!slot->has_spec || slot->spec.server_conversation) {
+      // The prompt may not hold the conversation (a server-side one continues what the store
+      // holds), or nobody here knows: not answered from the prompt alone.
       return Unavailable("the agent store cannot be reached, and agent '" + key->id +
-                         "' continues a conversation only it holds: " +
+                         "' may continue a conversation only it holds: " +
                          held.status().message());
     } else {
       KVMEM_LOG_WARN("agent %s: the store cannot be reached (%s); this turn is computed from "
@@ -722,6 +724,9 @@ Result<std::vector<AgentStatus>> AgentRuntime::List(const std::string& tenant) {
     // An agent exists once its memory holds a turn, from its creation, or while it is stored.
     std::lock_guard<std::mutex> sl(slot->mu);
     if (slot->n_tokens == 0 && !slot->created && !by_id.contains(slot->key.id)) continue;
+    // Shared with other servers, the store says which agents exist: one deleted elsewhere is
+    // gone, whatever this server still holds (its next turn finds it changed).
+    if (store_ != nullptr && store_->shared() && !by_id.contains(slot->key.id)) continue;
     AgentStatus& s = by_id[slot->key.id];
     s.key = slot->key;
     s.tokens = slot->n_tokens;

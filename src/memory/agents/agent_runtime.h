@@ -12,9 +12,9 @@
 // A store shared by several servers (agent_store.h): every operation on an agent holds its
 // lease, so one server at a time works on it, and a memory resident here that another server
 // has written since is dropped and loaded again (the store's Version). While the store cannot be
-// reached, a turn that carries its whole conversation is answered from the prompt alone
-// (recomputed, not saved, with a log line); one that continues a server-side conversation fails
-// with Unavailable.
+// reached, a turn of an agent this server knows to carry its whole conversation in the prompt
+// is answered from the prompt alone (recomputed, not saved, with a log line); any other (a
+// server-side conversation, or an agent whose policy is unknown here) fails with Unavailable.
 //
 // Thread-safety: every method may be called from many threads. Turns of one agent run one at a
 // time in arrival order (a ticket queue); turns of different agents run in parallel, their
