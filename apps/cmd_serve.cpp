@@ -24,6 +24,9 @@ struct ServeOptions {
   std::vector<std::string> cors_origins;
   int max_running = 16;
   int max_queue = 64;
+  int request_timeout_s = 10;
+  int max_client_connections = 64;
+  int accept_queue = 64;
 };
 
 Result<serve::ApiKey> ParseApiKey(const std::string& s) {
@@ -42,6 +45,9 @@ int Run(const ServeOptions& o) {
   so.port = o.port;
   so.max_running = o.max_running;
   so.max_queue = o.max_queue;
+  so.request_timeout_s = o.request_timeout_s;
+  so.max_client_connections = o.max_client_connections;
+  so.accept_queue = o.accept_queue;
   so.cors_origins = o.cors_origins;
   for (const std::string& k : o.api_keys) {
     auto key = ParseApiKey(k);
@@ -105,6 +111,20 @@ void AddServeCommand(CLI::App& app) {
   cmd->add_option("--max-queue", o->max_queue,
                   "generation requests waiting beyond --max-running, taken round-robin by "
                   "tenant then agent; more get 429 (OpenAI) / 529 (Anthropic) with Retry-After")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--request-timeout", o->request_timeout_s,
+                  "seconds a request's headers and body may take to arrive; then 408 and the "
+                  "connection is closed")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--max-client-connections", o->max_client_connections,
+                  "connections one client address may hold open; more get 503 with Retry-After")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--accept-queue", o->accept_queue,
+                  "complete requests that may wait for a free HTTP thread; more get 503 with "
+                  "Retry-After")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   cmd->callback([o] { throw CLI::RuntimeError(Run(*o)); });
