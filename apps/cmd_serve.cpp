@@ -1,6 +1,8 @@
 // `kvmem serve`: the OpenAI- and Anthropic-compatible HTTP server over per-agent KV memory
 // (serve/http_server.h, serve/engine_backend.h). Runs until SIGINT/SIGTERM, then stops
 // gracefully (admitted generations finish or are cancelled after the grace period).
+#include <sys/resource.h>
+
 #include <csignal>
 #include <cstdio>
 #include <string>
@@ -8,8 +10,8 @@
 
 #include "CLI/CLI.hpp"
 #include "agent_env.h"
-#include "common.h"
 #include "commands.h"
+#include "common.h"
 #include "serve/engine_backend.h"
 #include "serve/http_server.h"
 
@@ -61,6 +63,13 @@ int Run(const ServeOptions& o) {
   serve::EngineBackend backend((*env)->runtime.get(), *(*env)->tok, (*env)->model_name,
                                (*env)->encoder_name);
   serve::HttpServer server(&backend, so);
+  // Every client connection is a descriptor, and the front end holds stalled ones cheaply: let
+  // it hold as many as the hard limit allows (Debian's soft limit is 1024).
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &files);
+  }
 
   // Block the signals in every thread; this one waits for them.
   sigset_t signals;

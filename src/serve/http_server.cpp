@@ -643,8 +643,7 @@ void WaitIdle(const std::atomic<int64_t>& in_flight, std::chrono::milliseconds t
 
 // The listener stays open while generations drain: new ones get a clean 503/529 (and /health
 // says "stopping", so a load balancer moves on) instead of a refused connection. It closes
-// only once the admitted streams have written their last event, because the library skips the
-// content provider of a response that has not started writing when the server stops.
+// only once the admitted streams have written their last event.
 void HttpServer::Stop() {
   if (!started_) return;
   started_ = false;
