@@ -269,5 +269,29 @@ TEST(SlowClients, PipelinedRequestsOnOneConnection) {
   EXPECT_TRUE(s.closed());
 }
 
+// A body longer than the front end reads ahead (1 MiB) is read on by the worker; a body that
+// comes in pieces within the deadline is served.
+TEST(SlowClients, LongAndPiecemealBodiesAreRead) {
+  ServerFixture f;
+  const std::string padded = std::string(size_t{3} << 20, ' ') + ChatBody("after the spaces");
+  auto res = f.Post("/v1/chat/completions", padded);
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200) << res->body;
+  EXPECT_NE(res->body.find("after the spaces"), std::string::npos);
+
+  Socket s(f.port());
+  const std::string body = ChatBody("piecemeal");
+  ASSERT_TRUE(s.Send("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"));
+  std::this_thread::sleep_for(150ms);
+  ASSERT_TRUE(s.Send("Content-Length: " + std::to_string(body.size()) + "\r\n\r\n"));
+  for (size_t at = 0; at < body.size(); at += 16) {
+    std::this_thread::sleep_for(10ms);
+    ASSERT_TRUE(s.Send(body.substr(at, 16)));
+  }
+  const std::string response = s.ReadUntilClosed(10s);
+  EXPECT_TRUE(response.starts_with("HTTP/1.1 200 ")) << response;
+  EXPECT_NE(response.find("piecemeal"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace kvmem::serve::testing
