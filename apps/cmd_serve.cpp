@@ -1,6 +1,8 @@
 // `kvmem serve`: the OpenAI- and Anthropic-compatible HTTP server over per-agent KV memory
 // (serve/http_server.h, serve/engine_backend.h). Runs until SIGINT/SIGTERM, then stops
 // gracefully (admitted generations finish or are cancelled after the grace period).
+#include <sys/resource.h>
+
 #include <csignal>
 #include <cstdio>
 #include <string>
@@ -8,8 +10,8 @@
 
 #include "CLI/CLI.hpp"
 #include "agent_env.h"
-#include "common.h"
 #include "commands.h"
+#include "common.h"
 #include "serve/engine_backend.h"
 #include "serve/http_server.h"
 
@@ -24,6 +26,9 @@ struct ServeOptions {
   std::vector<std::string> cors_origins;
   int max_running = 16;
   int max_queue = 64;
+  int request_timeout_s = 10;
+  int max_client_connections = 64;
+  int accept_queue = 64;
 };
 
 Result<serve::ApiKey> ParseApiKey(const std::string& s) {
@@ -42,6 +47,9 @@ int Run(const ServeOptions& o) {
   so.port = o.port;
   so.max_running = o.max_running;
   so.max_queue = o.max_queue;
+  so.request_timeout_s = o.request_timeout_s;
+  so.max_client_connections = o.max_client_connections;
+  so.accept_queue = o.accept_queue;
   so.cors_origins = o.cors_origins;
   for (const std::string& k : o.api_keys) {
     auto key = ParseApiKey(k);
@@ -55,6 +63,13 @@ int Run(const ServeOptions& o) {
   serve::EngineBackend backend((*env)->runtime.get(), *(*env)->tok, (*env)->model_name,
                                (*env)->encoder_name);
   serve::HttpServer server(&backend, so);
+  // Every client connection is a descriptor, and the front end holds stalled ones cheaply: let
+  // it hold as many as the hard limit allows (Debian's soft limit is 1024).
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &files);
+  }
 
   // Block the signals in every thread; this one waits for them.
   sigset_t signals;
@@ -105,6 +120,20 @@ void AddServeCommand(CLI::App& app) {
   cmd->add_option("--max-queue", o->max_queue,
                   "generation requests waiting beyond --max-running, taken round-robin by "
                   "tenant then agent; more get 429 (OpenAI) / 529 (Anthropic) with Retry-After")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--request-timeout", o->request_timeout_s,
+                  "seconds a request's headers and body may take to arrive; then 408 and the "
+                  "connection is closed")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--max-client-connections", o->max_client_connections,
+                  "connections one client address may hold open; more get 503 with Retry-After")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--accept-queue", o->accept_queue,
+                  "complete requests that may wait for a free HTTP thread; more get 503 with "
+                  "Retry-After")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   cmd->callback([o] { throw CLI::RuntimeError(Run(*o)); });

@@ -1,5 +1,6 @@
 #include "serve/api_error.h"
 
+#include <iterator>
 #include <nlohmann/json.hpp>
 
 namespace kvmem::serve {
@@ -23,10 +24,13 @@ constexpr KindInfo kKinds[] = {
     {405, 405, "invalid_request_error", "method_not_allowed", "invalid_request_error"},
     {409, 409, "invalid_request_error", "conflict", "invalid_request_error"},
     {413, 413, "invalid_request_error", "request_too_large", "request_too_large"},
+    {408, 408, "invalid_request_error", "request_timeout", "invalid_request_error"},
     {429, 529, "requests", "rate_limit_exceeded", "overloaded_error"},
     {503, 529, "server_error", "server_overloaded", "overloaded_error"},
     {500, 500, "server_error", "internal_error", "api_error"},
 };
+
+static_assert(std::size(kKinds) == static_cast<size_t>(ApiErrorKind::kInternal) + 1);
 
 const KindInfo& Info(ApiErrorKind kind) { return kKinds[static_cast<int>(kind)]; }
 
@@ -76,6 +80,8 @@ ApiErrorKind ApiErrorKindFromHttpStatus(int http_status) {
       return ApiErrorKind::kMethodNotAllowed;
     case 409:
       return ApiErrorKind::kConflict;
+    case 408:
+      return ApiErrorKind::kRequestTimeout;
     case 413:
       return ApiErrorKind::kRequestTooLarge;
     case 429:

@@ -14,6 +14,8 @@
 //   kConflict          kFailedPrecondition (e.g. deleting an   409     409 invalid_request_error
 //                      agent that is generating)
 //   kRequestTooLarge   body over max_body_bytes                413     413 request_too_large
+//   kRequestTimeout    request not in within --request-timeout 408     408 invalid_request_error
+//                      (http_front.h)
 //   kQueueFull         --max-running generations run and       429     529 overloaded_error
 //                      --max-queue wait (admission.h)          (type requests, code
 //                                                              rate_limit_exceeded)
@@ -51,6 +53,7 @@ enum class ApiErrorKind {
   kMethodNotAllowed,
   kConflict,
   kRequestTooLarge,
+  kRequestTimeout,
   kQueueFull,
   kOverloaded,
   kInternal,

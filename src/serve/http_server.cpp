@@ -102,7 +102,50 @@ std::optional<std::string> PresentedKey(const httplib::Request& req) {
   return std::nullopt;
 }
 
+// httplib's view of a FrontConnection: reads from what the front end read ahead, then the
+// socket under the request's deadline; writes wait at most write_timeout per blocked send.
+class FrontStream final : public httplib::Stream {
+ public:
+  FrontStream(FrontConnection* c, std::chrono::milliseconds write_timeout)
+      : c_(c), write_timeout_(write_timeout) {}
+
+  bool is_readable() const override { return c_->Readable(); }
+  bool is_writable() const override { return c_->Writable(write_timeout_); }
+  ssize_t read(char* ptr, size_t size) override { return c_->Read(ptr, size); }
+  ssize_t write(const char* ptr, size_t size) override {
+    return c_->Write(ptr, size, write_timeout_);
+  }
+  void get_remote_ip_and_port(std::string& ip, int& port) const override {
+    SocketEnd(c_->fd(), /*peer=*/true, &ip, &port);
+  }
+  void get_local_ip_and_port(std::string& ip, int& port) const override {
+    SocketEnd(c_->fd(), /*peer=*/false, &ip, &port);
+  }
+  socket_t socket() const override { return c_->fd(); }
+
+ private:
+  FrontConnection* c_;
+  std::chrono::milliseconds write_timeout_;
+};
+
 }  // namespace
+
+// The library's routing and response writing, run on one request of a front-end connection
+// (its own accept loop and listener are never started).
+class HttpServer::Router : public httplib::Server {
+ public:
+  // The library ends every content provider (streams) once svr_sock_ is invalid, its sign of a
+  // stopping listener; that listener is never opened here, so it is marked valid for good.
+  // Stop() ends streams itself (cancel_all_). The value is never used as a socket: the library
+  // closes it only in stop() and its accept loop, which never run.
+  Router() { svr_sock_ = 0; }
+
+  // Whether the connection may carry another request.
+  bool Serve(httplib::Stream& stream, bool last) {
+    bool closed = false;
+    return process_request(stream, last, closed, nullptr) && !closed;
+  }
+};
 
 // The route handlers. Each runs on an HTTP worker thread. Every handler reads the request
 // body itself through the library's content reader, bounded by max_body_bytes whatever the
@@ -220,7 +263,7 @@ class HttpServer::Handlers {
     http.Get("/metrics", NoBody(kKey, [this](auto&, auto& res, auto&, auto) {
                res.status = 200;
                res.set_content(s_->metrics_.Render(s_->backend_->stats(), s_->admission(),
-                                                   s_->in_flight_.load()),
+                                                   s_->in_flight_.load(), s_->connections()),
                                "text/plain; version=0.0.4; charset=utf-8");
              }));
     // The inspector's page (ui_assets.h): static files holding no data, so open like /health;
@@ -521,6 +564,11 @@ Status HttpServer::Start() {
   if (options_.threads < 0 || options_.max_body_bytes == 0) {
     return InvalidArgument("threads must be >= 0 and max_body_bytes > 0");
   }
+  if (options_.accept_queue < 0 || options_.max_client_connections < 1 ||
+      options_.request_timeout_s < 1 || options_.keep_alive_timeout_s < 1) {
+    return InvalidArgument(
+        "accept_queue must be >= 0, max_client_connections and the timeouts at least 1");
+  }
   for (const ApiKey& k : options_.api_keys) {
     if (k.key.empty() || k.tenant.empty()) {
       return InvalidArgument("API keys and their tenants must not be empty");
@@ -533,19 +581,8 @@ Status HttpServer::Start() {
   admission_ = std::make_unique<Admission>(
       AdmissionLimits{.max_running = options_.max_running, .max_queue = options_.max_queue});
 
-  http_ = std::make_unique<httplib::Server>();
-  http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  http_ = std::make_unique<Router>();
   http_->set_payload_max_length(options_.max_body_bytes);
-  http_->set_keep_alive_timeout(options_.keep_alive_timeout_s);
-  http_->set_read_timeout(options_.read_timeout_s, 0);
-  http_->set_write_timeout(options_.write_timeout_s, 0);
-  http_->set_tcp_nodelay(true);  // SSE events are small writes that must leave at once
-  // The library's default also sets SO_REUSEPORT, which lets a second server bind the same
-  // port and silently take half the connections; a busy port must be an error instead.
-  http_->set_socket_options([](socket_t sock) {
-    int yes = 1;
-    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-  });
   // Errors the library raises itself (no GET route, malformed request, URI too long) get a
   // body in the route's dialect and are counted here; responses our handlers wrote already
   // have a body and were counted by Handlers::Guard.
@@ -570,19 +607,23 @@ Status HttpServer::Start() {
   handlers_ = std::make_unique<Handlers>(this);
   handlers_->Register(*http_);
 
-  if (options_.port == 0) {
-    port_ = http_->bind_to_any_port(options_.host);
-  } else {
-    port_ = http_->bind_to_port(options_.host, options_.port) ? options_.port : -1;
-  }
-  if (port_ <= 0) {
-    const int err = errno;
-    return IoError("cannot listen on " + options_.host + ":" + std::to_string(options_.port) +
-                   ": " + std::strerror(err));
-  }
-  listener_ = std::thread([this] { http_->listen_after_bind(); });
-  // stop() is a no-op until the accept loop runs; wait for it so a quick Stop() cannot hang.
-  while (!http_->is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  HttpFrontOptions front{.host = options_.host,
+                         .port = options_.port,
+                         .workers = static_cast<int>(threads),
+                         .accept_queue = options_.accept_queue,
+                         .max_client_connections = options_.max_client_connections,
+                         .request_timeout = std::chrono::seconds(options_.request_timeout_s),
+                         .keep_alive_timeout = std::chrono::seconds(options_.keep_alive_timeout_s),
+                         .write_timeout = std::chrono::seconds(options_.write_timeout_s),
+                         .framing = {.max_body_bytes = options_.max_body_bytes}};
+  const std::chrono::milliseconds write_timeout = front.write_timeout;
+  front_ = std::make_unique<HttpFront>(std::move(front),
+                                       [this, write_timeout](FrontConnection& c, bool last) {
+                                         FrontStream stream(&c, write_timeout);
+                                         return http_->Serve(stream, last);
+                                       });
+  KVMEM_RETURN_IF_ERROR(front_->Start());
+  port_ = front_->port();
   started_ = true;
   KVMEM_LOG_INFO("serving on http://%s:%d", options_.host.c_str(), port_);
   return Status::Ok();
@@ -602,8 +643,7 @@ void WaitIdle(const std::atomic<int64_t>& in_flight, std::chrono::milliseconds t
 
 // The listener stays open while generations drain: new ones get a clean 503/529 (and /health
 // says "stopping", so a load balancer moves on) instead of a refused connection. It closes
-// only once the admitted streams have written their last event, because the library skips the
-// content provider of a response that has not started writing when the server stops.
+// only once the admitted streams have written their last event.
 void HttpServer::Stop() {
   if (!started_) return;
   started_ = false;
@@ -611,8 +651,7 @@ void HttpServer::Stop() {
   WaitIdle(in_flight_, options_.shutdown_grace);
   cancel_all_ = true;  // the rest stop at their next token, streams end with an error event
   WaitIdle(in_flight_, std::chrono::seconds(5));
-  http_->stop();     // open connections end after their current request
-  listener_.join();  // joins the workers (idle keep-alive ones within keep_alive_timeout_s)
+  front_->Stop();  // closes idle connections, ends the others after their current request
 }
 
 }  // namespace kvmem::serve

@@ -29,15 +29,21 @@
 // dialect of the route (/v1/messages*: Anthropic's, everything else: OpenAI's) with the
 // statuses of api_error.h.
 //
-// Concurrency: HTTP connections are served by a pool of `threads` threads (each keep-alive
-// connection holds one while open, up to keep_alive_timeout_s idle). At most max_running
-// generation requests run at once (one per agent), max_queue more wait, fairly by tenant then
-// agent, and the rest are refused at once with 429 (OpenAI) / 529 (Anthropic) and
-// Retry-After: 1 (admission.h). A client that disconnects, streamed or not, is noticed at the
-// generation's next piece (client_connection.h) and its generation cancelled; a queued one
-// leaves the queue.
+// Connections: http_front.h accepts them and reads each request in full (headers and body
+// within request_timeout_s of its first byte; at most max_client_connections open per client
+// address) without taking a thread, so stalled or slow clients cannot starve the others; idle
+// keep-alive connections wait there too, up to keep_alive_timeout_s. Complete requests are
+// served by a pool of `threads` threads; accept_queue more may wait for one, the rest get 503
+// with Retry-After. The routes themselves are cpp-httplib's, run on the front end's
+// connections.
 //
-// Thread-safety: Start and Stop from one thread; port() and in_flight() from any.
+// Concurrency: at most max_running generation requests run at once (one per agent),
+// max_queue more wait, fairly by tenant then agent, and the rest are refused at once with 429
+// (OpenAI) / 529 (Anthropic) and Retry-After: 1 (admission.h). A client that disconnects,
+// streamed or not, is noticed at the generation's next piece (client_connection.h) and its
+// generation cancelled; a queued one leaves the queue.
+//
+// Thread-safety: Start and Stop from one thread; port(), in_flight(), connections() from any.
 #pragma once
 
 #include <atomic>
@@ -52,11 +58,8 @@
 #include "serve/admission.h"
 #include "serve/backend.h"
 #include "serve/cors.h"
+#include "serve/http_front.h"
 #include "serve/metrics.h"
-
-namespace httplib {
-class Server;
-}
 
 namespace kvmem::serve {
 
@@ -77,8 +80,10 @@ struct HttpServerOptions {
   int threads = 0;  // HTTP worker threads; 0: max_running + max_queue + 16 (a queued request
                     // holds its thread; spare for the health, metrics and agent routes and for
                     // refusing the overflow)
+  int accept_queue = 64;            // complete requests waiting for a free thread; more get 503
+  int max_client_connections = 64;  // open connections per client address; more get 503
+  int request_timeout_s = 10;       // a request's headers and body, from its first byte; then 408
   int keep_alive_timeout_s = 5;
-  int read_timeout_s = 30;   // per socket read of a request
   int write_timeout_s = 30;  // per socket write: a client that stops reading is dropped
   // Browser origins allowed to call the API (cors.h): "https://app.example" or "*".
   std::vector<std::string> cors_origins;
@@ -110,18 +115,20 @@ class HttpServer {
   int64_t in_flight() const { return in_flight_.load(); }  // generation requests running or queued
   AdmissionCounts admission() const;
   const ServerMetrics& metrics() const { return metrics_; }
+  FrontCounts connections() const { return front_ ? front_->counts() : FrontCounts{}; }
 
  private:
   class Handlers;
+  class Router;
 
   Backend* backend_;
   HttpServerOptions options_;
   ServerMetrics metrics_;
   CorsPolicy cors_;
   std::unique_ptr<Admission> admission_;
-  std::unique_ptr<httplib::Server> http_;
+  std::unique_ptr<Router> http_;
   std::unique_ptr<Handlers> handlers_;
-  std::thread listener_;
+  std::unique_ptr<HttpFront> front_;
   int port_ = 0;
   bool started_ = false;
   std::atomic<int64_t> in_flight_{0};

@@ -140,7 +140,7 @@ void RenderSteps(const engine::StepStats& s, std::string* out) {
 }  // namespace
 
 std::string ServerMetrics::Render(const BackendStats& backend, const AdmissionCounts& admission,
-                                  int64_t in_flight) const {
+                                  int64_t in_flight, const FrontCounts& connections) const {
   std::string out;
   Header("kvmem_http_requests_total", "counter", "HTTP requests by route and status code.", &out);
   {
@@ -193,6 +193,17 @@ std::string ServerMetrics::Render(const BackendStats& backend, const AdmissionCo
          static_cast<double>(admission.refused), &out);
   Scalar("kvmem_requests_in_flight", "gauge", "Generation requests running or queued.",
          static_cast<double>(in_flight), &out);
+  Scalar("kvmem_http_connections_open", "gauge", "Client connections open (http_front.h).",
+         static_cast<double>(connections.open), &out);
+  Scalar("kvmem_http_connections_refused_client_limit_total", "counter",
+         "Connections refused (503) beyond --max-client-connections from one address.",
+         static_cast<double>(connections.refused_client_limit), &out);
+  Scalar("kvmem_http_requests_refused_busy_total", "counter",
+         "Requests refused (503) with every HTTP thread taken and --accept-queue waiting.",
+         static_cast<double>(connections.refused_busy), &out);
+  Scalar("kvmem_http_requests_timed_out_total", "counter",
+         "Requests not in full within --request-timeout (408).",
+         static_cast<double>(connections.timed_out), &out);
   Scalar("kvmem_turns_waiting", "gauge",
          "Running requests waiting inside the backend for their agent or a batch slot.",
          static_cast<double>(backend.queued_requests), &out);

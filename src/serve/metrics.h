@@ -37,6 +37,7 @@
 
 #include "serve/admission.h"
 #include "serve/api_types.h"
+#include "serve/http_front.h"
 
 namespace kvmem::serve {
 
@@ -73,7 +74,7 @@ class ServerMetrics {
   void RecordGeneration(const GenerationResult& result, const GenerationTiming& timing);
 
   std::string Render(const BackendStats& backend, const AdmissionCounts& admission,
-                     int64_t in_flight) const;
+                     int64_t in_flight, const FrontCounts& connections = {}) const;
 
  private:
   mutable std::mutex requests_mu_;
