@@ -341,12 +341,12 @@ Result<TurnResult> AgentRuntime::RunTurn(const store::AgentKey* key, std::string
       // The prompt may not hold the conversation (a server-side one continues what the store
       // holds), or nobody here knows: not answered from the prompt alone.
       return Unavailable("the agent store cannot be reached, and agent '" + key->id +
-                         "' may continue a conversation only it holds: " +
-                         held.status().message());
+                         "' may continue a conversation only it holds: " + held.status().message());
     } else {
-      KVMEM_LOG_WARN("agent %s: the store cannot be reached (%s); this turn is computed from "
-                     "its prompt alone and not saved",
-                     SlotName(*key).c_str(), held.status().ToString().c_str());
+      KVMEM_LOG_WARN(
+          "agent %s: the store cannot be reached (%s); this turn is computed from "
+          "its prompt alone and not saved",
+          SlotName(*key).c_str(), held.status().ToString().c_str());
       slot->LockedDrop();  // another server may write it meanwhile
       key = nullptr;
       slot = std::make_shared<Slot>();

@@ -37,6 +37,7 @@
 #include "core/status.h"
 #include "core/thread_pool.h"
 #include "engine/sampler.h"
+#include "engine/step_batcher.h"
 #include "kv/kv_format.h"
 #include "kv/layer_chunks.h"
 #include "memory/agents/inspection.h"
@@ -47,7 +48,6 @@
 #include "memory/store/agent_id.h"
 #include "memory/store/agent_store.h"
 #include "memory/store/prefix_match.h"
-#include "engine/step_batcher.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 

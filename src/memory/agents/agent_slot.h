@@ -36,7 +36,7 @@ struct AgentRuntime::Slot {
   std::deque<TurnRecord> recent_turns;
   int64_t turns_run = 0;
   bool created = false;                  // by CreateAgent: listed before its first turn
-  int64_t store_version = -1;  // the store's Version of the agent that `policy` holds
+  int64_t store_version = -1;            // the store's Version of the agent that `policy` holds
 
   std::atomic<bool> resident{false};
   std::atomic<int64_t> hot_bytes{0};

@@ -182,8 +182,7 @@ Result<AgentStore::State::FenceHold> AgentStore::State::FenceHold::Take(State& s
     auto it = s.leases.find(space.name);
     if (it != s.leases.end()) return FenceHold(nullptr, space, it->second);
   }
-  KVMEM_ASSIGN_OR_RETURN(std::string token,
-                         s.store().AcquireLease(space, s.options.lease_wait));
+  KVMEM_ASSIGN_OR_RETURN(std::string token, s.store().AcquireLease(space, s.options.lease_wait));
   return FenceHold(&s, space, std::move(token));
 }
 
@@ -362,8 +361,8 @@ Result<std::vector<AgentInfo>> AgentStore::List() const {
     Result<AgentManifest> m = ReadManifest(store, space);
     if (m.ok() && (state_->DirName(m->key) != space.name ||
                    (store.shared() && m->key.tenant != space.tenant))) {
-      m = Corrupt("manifest in '" + store.Where(space, "") + "' names agent " +
-                  AgentLabel(m->key) + ", whose space is another");
+      m = Corrupt("manifest in '" + store.Where(space, "") + "' names agent " + AgentLabel(m->key) +
+                  ", whose space is another");
     }
     if (!m.ok()) {
       if (m.status().code() == ErrorCode::kNotFound) continue;  // being deleted or never saved

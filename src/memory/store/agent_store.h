@@ -21,10 +21,11 @@
 //
 // Checkpoints keep a conversation a request diverged from (AgentRuntime's on_diverge "fork"): a
 // copy of the manifest as it was, under ckpt-<n>.json, naming the same immutable block files,
-// so a checkpoint costs a manifest plus the blocks the conversations do not share. A crash at any point leaves the previous manifest and every file it
-// names intact; Open removes what a crash left behind (temp files, unreferenced blocks,
-// directories without a manifest) and moves an agent directory whose name is not its keyed name
-// (stores written before the keyed hash named directories by XXH3-128 of tenant/id) to that name.
+// so a checkpoint costs a manifest plus the blocks the conversations do not share. A crash at any
+// point leaves the previous manifest and every file it names intact; Open removes what a crash left
+// behind (temp files, unreferenced blocks, directories without a manifest) and moves an agent
+// directory whose name is not its keyed name (stores written before the keyed hash named
+// directories by XXH3-128 of tenant/id) to that name.
 //
 // Load verifies before it uses anything: the manifest's schema and types, that it belongs to
 // the key, the model fingerprint, KV formats and geometry equal to the live pool's, token ids

@@ -45,7 +45,9 @@ class AgentStore::State::FenceHold {
  public:
   static Result<FenceHold> Take(State& s, const Space& space);
   FenceHold(FenceHold&& o) noexcept
-      : s_(std::exchange(o.s_, nullptr)), space_(std::move(o.space_)), token_(std::move(o.token_)) {}
+      : s_(std::exchange(o.s_, nullptr)),
+        space_(std::move(o.space_)),
+        token_(std::move(o.token_)) {}
   FenceHold& operator=(FenceHold&&) = delete;
   ~FenceHold();
   const std::string& token() const { return token_; }

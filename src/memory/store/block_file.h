@@ -29,9 +29,9 @@
 #include "core/status.h"
 #include "kv/kv_pool.h"
 #include "kv/kv_sequence.h"
-#include "memory/store/store_backend.h"
 #include "memory/store/manifest.h"
 #include "memory/store/safetensors.h"
+#include "memory/store/store_backend.h"
 
 namespace kvmem::memory::store {
 

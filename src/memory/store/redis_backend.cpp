@@ -47,7 +47,8 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) 
 return 0)";
 
 timeval ToTimeval(std::chrono::milliseconds ms) {
-  return {static_cast<time_t>(ms.count() / 1000), static_cast<suseconds_t>(ms.count() % 1000) * 1000};
+  return {static_cast<time_t>(ms.count() / 1000),
+          static_cast<suseconds_t>(ms.count() % 1000) * 1000};
 }
 
 std::string RandomHex() {
@@ -185,8 +186,8 @@ std::string RedisBackend::Where(const Space& space, std::string_view name) const
 
 Result<std::unique_ptr<RedisBackend::Connection>> RedisBackend::Connect() const {
   const std::string where = Describe();
-  redisContext* c = redisConnectWithTimeout(options_.host.c_str(), options_.port,
-                                            ToTimeval(options_.timeout));
+  redisContext* c =
+      redisConnectWithTimeout(options_.host.c_str(), options_.port, ToTimeval(options_.timeout));
   if (c == nullptr) return IoError(where + ": cannot allocate a connection");
   auto conn = std::make_unique<Connection>(c);
   if (c->err != 0) return IoError(where + ": " + c->errstr);
@@ -234,7 +235,8 @@ Result<RedisBackend::Reply> RedisBackend::Command(const std::vector<std::string_
     const int e = errno;
     const int err = conn->get()->err;
     const std::string why = err != 0 ? conn->get()->errstr : "no reply";
-    const bool closed = err == REDIS_ERR_EOF || (err == REDIS_ERR_IO && (e == EPIPE || e == ECONNRESET));
+    const bool closed =
+        err == REDIS_ERR_EOF || (err == REDIS_ERR_IO && (e == EPIPE || e == ECONNRESET));
     conn.reset();  // unusable either way
     if (!pooled || !closed || attempt == 1) {
       return IoError(Describe() + ": " + std::string(args[0]) + ": " + why);
@@ -245,7 +247,8 @@ Result<RedisBackend::Reply> RedisBackend::Command(const std::vector<std::string_
   out.integer = r->integer;
   if (r->str != nullptr) out.str.assign(r->str, r->len);
   for (size_t i = 0; i < r->elements; ++i) {
-    if (r->element[i]->str != nullptr) out.elements.emplace_back(r->element[i]->str, r->element[i]->len);
+    if (r->element[i]->str != nullptr)
+      out.elements.emplace_back(r->element[i]->str, r->element[i]->len);
   }
   freeReplyObject(r);
   {
@@ -261,12 +264,13 @@ Result<RedisBackend::Reply> RedisBackend::Command(const std::vector<std::string_
 Result<int64_t> RedisBackend::Write(const Space& space, std::string_view name,
                                     std::string_view bytes, std::string_view fence, bool publish) {
   const std::string sk = SpaceKey(space);
-  const std::string lease = sk + "#lease", object = ObjectKey(space, name), version = sk + "#version";
+  const std::string lease = sk + "#lease", object = ObjectKey(space, name),
+                    version = sk + "#version";
   const std::string spaces = prefix_ + "spaces";
   const std::string member = space.name.empty() ? "" : space.tenant + ":" + space.name;
-  KVMEM_ASSIGN_OR_RETURN(Reply r, Command({"EVAL", kPutScript, "5", lease, object, sk, spaces,
-                                           version, fence, bytes, name, member,
-                                           publish ? "1" : "0"}));
+  KVMEM_ASSIGN_OR_RETURN(
+      Reply r, Command({"EVAL", kPutScript, "5", lease, object, sk, spaces, version, fence, bytes,
+                        name, member, publish ? "1" : "0"}));
   if (r.integer < 0) return Fenced("writing " + Where(space, name));
   Forget(object);
   return static_cast<int64_t>(r.integer);
@@ -275,7 +279,8 @@ Result<int64_t> RedisBackend::Write(const Space& space, std::string_view name,
 Status RedisBackend::Put(const Space& space, std::string_view name, Pieces pieces,
                          std::string_view fence) {
   std::string bytes;
-  for (std::span<const uint8_t> p : pieces) bytes.append(reinterpret_cast<const char*>(p.data()), p.size());
+  for (std::span<const uint8_t> p : pieces)
+    bytes.append(reinterpret_cast<const char*>(p.data()), p.size());
   return Write(space, name, bytes, fence, false).status();
 }
 
@@ -288,9 +293,11 @@ Result<int64_t> RedisBackend::Publish(const Space& space, std::string_view name,
 Result<bool> RedisBackend::PutIfAbsent(const Space& space, std::string_view name,
                                        std::span<const uint8_t> bytes) {
   if (!space.name.empty()) return InvalidArgument("PutIfAbsent is for the root space");
-  KVMEM_ASSIGN_OR_RETURN(
-      Reply r, Command({"SET", ObjectKey(space, name),
-                        {reinterpret_cast<const char*>(bytes.data()), bytes.size()}, "NX"}));
+  KVMEM_ASSIGN_OR_RETURN(Reply r,
+                         Command({"SET",
+                                  ObjectKey(space, name),
+                                  {reinterpret_cast<const char*>(bytes.data()), bytes.size()},
+                                  "NX"}));
   return r.type == REDIS_REPLY_STATUS;
 }
 
@@ -340,8 +347,8 @@ Result<uint64_t> RedisBackend::Size(const Space& space, std::string_view name) c
 Status RedisBackend::Remove(const Space& space, std::string_view name, std::string_view fence) {
   const std::string sk = SpaceKey(space);
   const std::string key = ObjectKey(space, name);
-  KVMEM_ASSIGN_OR_RETURN(Reply r,
-                         Command({"EVAL", kRemoveScript, "3", sk + "#lease", key, sk, fence, name}));
+  KVMEM_ASSIGN_OR_RETURN(
+      Reply r, Command({"EVAL", kRemoveScript, "3", sk + "#lease", key, sk, fence, name}));
   if (r.integer < 0) return Fenced("removing " + Where(space, name));
   Forget(key);
   if (r.integer == 0) return NotFound("'" + Where(space, name) + "' does not exist");
@@ -380,9 +387,9 @@ Result<std::vector<Space>> RedisBackend::Spaces() const {
 Status RedisBackend::RemoveSpace(const Space& space, std::string_view fence) {
   if (space.name.empty()) return InvalidArgument("the root space cannot be removed");
   const std::string sk = SpaceKey(space);
-  KVMEM_ASSIGN_OR_RETURN(Reply r, Command({"EVAL", kRemoveSpaceScript, "4", sk + "#lease", sk,
-                                           prefix_ + "spaces", sk + "#version", fence, sk + ":",
-                                           space.tenant + ":" + space.name}));
+  KVMEM_ASSIGN_OR_RETURN(
+      Reply r, Command({"EVAL", kRemoveSpaceScript, "4", sk + "#lease", sk, prefix_ + "spaces",
+                        sk + "#version", fence, sk + ":", space.tenant + ":" + space.name}));
   if (r.integer < 0) return Fenced("removing " + sk);
   return Status::Ok();
 }

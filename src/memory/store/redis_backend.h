@@ -69,8 +69,8 @@ class RedisBackend final : public StoreBackend {
 
   Status Put(const Space& space, std::string_view name, Pieces pieces,
              std::string_view fence) override;
-  Result<int64_t> Publish(const Space& space, std::string_view name,
-                          std::span<const uint8_t> bytes, std::string_view fence) override;
+  Result<int64_t> Publish(const Space& space, std::string_view name, std::span<const uint8_t> bytes,
+                          std::string_view fence) override;
   Result<bool> PutIfAbsent(const Space& space, std::string_view name,
                            std::span<const uint8_t> bytes) override;
   Result<std::unique_ptr<Blob>> Open(const Space& space, std::string_view name) const override;

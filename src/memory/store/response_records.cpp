@@ -34,7 +34,7 @@ Result<std::string> AgentStore::LoadResponse(const AgentKey& key) const {
   if (!ValidateAgentKey(key).ok()) return NoRecord(key);
   std::vector<uint8_t> bytes;
   Status read = ReadObject(state_->store(), ResponsesSpace(key),
-                          RecordName(key, state_->name_secret), kMaxManifestBytes, &bytes);
+                           RecordName(key, state_->name_secret), kMaxManifestBytes, &bytes);
   if (read.code() == ErrorCode::kNotFound) return NoRecord(key);
   KVMEM_RETURN_IF_ERROR(read);
   return std::string(bytes.begin(), bytes.end());
@@ -42,8 +42,7 @@ Result<std::string> AgentStore::LoadResponse(const AgentKey& key) const {
 
 Status AgentStore::DeleteResponse(const AgentKey& key) {
   if (!ValidateAgentKey(key).ok()) return NoRecord(key);
-  Status st =
-      state_->store().Remove(ResponsesSpace(key), RecordName(key, state_->name_secret), {});
+  Status st = state_->store().Remove(ResponsesSpace(key), RecordName(key, state_->name_secret), {});
   if (st.code() == ErrorCode::kNotFound) return NoRecord(key);
   return st;
 }

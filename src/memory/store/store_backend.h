@@ -71,7 +71,7 @@ class StoreBackend {
                      std::string_view fence) = 0;
   // Put that also advances the space's version; returns the new version.
   virtual Result<int64_t> Publish(const Space& space, std::string_view name,
-                                   std::span<const uint8_t> bytes, std::string_view fence) = 0;
+                                  std::span<const uint8_t> bytes, std::string_view fence) = 0;
   // Writes the object only if it does not exist; false when it existed (and was left alone).
   virtual Result<bool> PutIfAbsent(const Space& space, std::string_view name,
                                    std::span<const uint8_t> bytes) = 0;
@@ -92,8 +92,7 @@ class StoreBackend {
   // then Unavailable. The token returned is the fence for the space's mutations; a backend that
   // is not shared returns an empty token at once. Leases expire unless the holder stays alive
   // (a shared backend renews the leases it holds in the background).
-  virtual Result<std::string> AcquireLease(const Space& space,
-                                           std::chrono::milliseconds wait) = 0;
+  virtual Result<std::string> AcquireLease(const Space& space, std::chrono::milliseconds wait) = 0;
   virtual void ReleaseLease(const Space& space, std::string_view token) = 0;
 };
 
