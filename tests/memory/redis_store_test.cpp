@@ -289,7 +289,8 @@ TEST(RedisAgentStoreTest, TwoServersShareAgents) {
 }
 
 // Redis down: Open says so at once; calls on a store whose Redis went away fail within the
-// timeout; when it is back (its append-only file replayed) every acknowledged save is there.
+// timeout; when it is back (its append-only file replayed) every acknowledged save is there, and
+// the first call gets through although every pooled connection died with the old server.
 TEST(RedisAgentStoreTest, ARedisThatIsDownGivesErrorsNotHangs) {
   StoreOptions nowhere{"redis://127.0.0.1:" + std::to_string(testing::FreeLoopbackPort()) + "/0",
                        kFingerprint, kVocab};
@@ -306,7 +307,31 @@ TEST(RedisAgentStoreTest, ARedisThatIsDownGivesErrorsNotHangs) {
   AppendRandomRows(&seq, 60, 0, &rng);
   const AgentKey key{"acme", "durable"};
   ASSERT_TRUE(store->Save(key, seq, Tokens(60), "acknowledged").ok());
+  // Calls at once leave several connections pooled, all of which the restart below closes.
+  std::vector<std::thread> callers;
+  for (int i = 0; i < 4; ++i) {
+    callers.emplace_back([&] {
+      for (int j = 0; j < 20; ++j) EXPECT_TRUE(store->Version(key).ok());
+    });
+  }
+  for (std::thread& t : callers) t.join();
 
+  // Killed and back at once (its append-only file replayed): the save is there, and the first
+  // call gets through although every pooled connection died.
+  redis.Kill();
+  redis.Start();
+  const auto load_back = [&] {
+    kv::KvPool dst_pool(Geometry(), 8, {kv::KvFormat::kF16, kv::KvFormat::kF16});
+    kv::KvSequence dst(&dst_pool);
+    AgentRecord rec;
+    Status loaded = store->Load(key, &dst, &rec);
+    ASSERT_TRUE(loaded.ok()) << loaded.ToString();
+    EXPECT_EQ(rec.text, "acknowledged");
+    ExpectSameRows(seq, dst);
+  };
+  load_back();
+
+  // Down: every call fails within the timeout.
   redis.Kill();
   const auto t0 = std::chrono::steady_clock::now();
   EXPECT_EQ(store->Save(key, seq, Tokens(60), "lost").status().code(), ErrorCode::kIo);
@@ -314,15 +339,8 @@ TEST(RedisAgentStoreTest, ARedisThatIsDownGivesErrorsNotHangs) {
   EXPECT_EQ(store->Lease(key).status().code(), ErrorCode::kIo);
   EXPECT_FALSE(store->Contains(key));
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
-
   redis.Start();
-  kv::KvPool dst_pool(Geometry(), 8, {kv::KvFormat::kF16, kv::KvFormat::kF16});
-  kv::KvSequence dst(&dst_pool);
-  AgentRecord rec;
-  Status loaded = store->Load(key, &dst, &rec);
-  ASSERT_TRUE(loaded.ok()) << loaded.ToString();
-  EXPECT_EQ(rec.text, "acknowledged");
-  ExpectSameRows(seq, dst);
+  load_back();
 }
 
 }  // namespace

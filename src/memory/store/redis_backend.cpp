@@ -214,12 +214,14 @@ Result<RedisBackend::Reply> RedisBackend::Command(const std::vector<std::string_
   redisReply* r = nullptr;
   std::unique_ptr<Connection> conn;
   // A pooled connection the server closed meanwhile (it restarted, or timed the client out)
-  // fails before the command reaches it: then once more on a new connection. A timeout is not
-  // retried (the command may have run).
+  // fails before the command reaches it: then the pool, closed alike, is dropped and the
+  // command runs once more on a new connection. A timeout is not retried (the command may have
+  // run).
   for (int attempt = 0; attempt < 2 && r == nullptr; ++attempt) {
     bool pooled = false;
     {
       std::lock_guard<std::mutex> l(pool_mu_);
+      if (attempt == 1) idle_.clear();
       if (!idle_.empty()) {
         conn = std::move(idle_.back());
         idle_.pop_back();
