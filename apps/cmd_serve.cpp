@@ -46,9 +46,9 @@ Result<serve::ApiKey> ParseApiKey(const std::string& s) {
 // Turns allocate and free their buffers (agents' KV layers among them) on many threads, and glibc
 // gives threads up to 8 arenas per core; each arena keeps the free chunks left between its live
 // ones resident, so RSS climbs with the bytes in use flat. Under bench/soak.py (16 agents moving
-// between the hot tier and the store) RSS grew 27% in the 7 minutes after warm-up with the
-// defaults, 10% with 2 arenas (docs/reliability.md, "Load and soak"). Two arenas, set before any
-// thread starts, and a trim every few seconds (below) keep it flat.
+// between the hot tier and the store) RSS grew 27% in the 7 minutes after warm-up with glibc's
+// defaults (40% by 30 minutes), 9% with 2 arenas and a trim every 5 s (below; docs/reliability.md,
+// "Load and soak"). The arena cap must be set before any thread starts.
 void BoundAllocatorRetention() { mallopt(M_ARENA_MAX, 2); }
 
 int Run(const ServeOptions& o) {
