@@ -7,7 +7,8 @@
 #   scripts/test.sh --quick    release build only, no sanitizer pass
 #   scripts/test.sh --long     release build, then the long tests only (tests/long/: whole
 #                              evaluations, minutes each; they need Gemma-3 270M, fetched here)
-#                              and every libFuzzer target for FUZZ_SECONDS each (default 600)
+#                              the threaded tests under ThreadSanitizer (scripts/tsan.sh) and
+#                              every libFuzzer target for FUZZ_SECONDS each (default 600)
 # The default run ends with every libFuzzer target for 60 s, seed 1, one per core at a time
 # (scripts/fuzz.sh, fuzz/README.md). Builds go through ccache when it is installed, keyed on paths
 # relative to the checkout, so a run on a new checkout reuses what an earlier one compiled; each
@@ -34,6 +35,7 @@ phase "release build"
 if [ "${1:-}" = "--long" ]; then
   scripts/install_deps.sh --model gemma3-270m >/dev/null
   (cd build && ctest --output-on-failure -V -L long)
+  scripts/tsan.sh
   scripts/fuzz.sh "${FUZZ_SECONDS:-600}"
   echo "long tests passed"
   exit 0
