@@ -22,8 +22,7 @@ logs="$PWD/build-tsan/tsan-logs"
 rm -rf "$logs" && mkdir -p "$logs"
 # Each process writes its reports to tsan-logs/report.PID (a server's stderr is a temp file the
 # Python tests do not always print); halt_on_error makes the first report fail its test as well.
-export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 log_path=$logs/report \
-suppressions=$PWD/scripts/tsan.supp"
+export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 log_path=$logs/report"
 status=0
 (cd build-tsan && ctest --output-on-failure -j1 -R "$tests") || status=1
 if compgen -G "$logs/report.*" >/dev/null; then
