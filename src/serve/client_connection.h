@@ -6,12 +6,12 @@
 // does carry both ends of its TCP connection (local and remote address and port). The front end
 // (http_front.h) serves each request on one worker thread and names its socket to that thread
 // (Serving); Find takes the socket of the request running on the calling thread, checks that its
-// two ends are the request's, and Gone() asks the kernel about it without reading (poll for POLLRDHUP, then recv with
-// MSG_PEEK: nothing is consumed), as the library's own is_socket_alive does. The client's FIN
-// (it closed, or shut down its sending side: HTTP clients do neither while they wait for a
-// reply) or a reset means gone; bytes waiting (a pipelined next request) or nothing to read
-// means still there. Streams use it too, so both kinds of reply stop at the next token rather than
-// at the next write that fails.
+// two ends are the request's, and Gone() asks the kernel about it without reading (poll for
+// POLLRDHUP, then recv with MSG_PEEK: nothing is consumed), as the library's own is_socket_alive
+// does. The client's FIN (it closed, or shut down its sending side: HTTP clients do neither while
+// they wait for a reply) or a reset means gone; bytes waiting (a pipelined next request) or nothing
+// to read means still there. Streams use it too, so both kinds of reply stop at the next token
+// rather than at the next write that fails.
 //
 // The descriptor stays valid while the request's handler (or its content provider) runs: the
 // HTTP worker that owns it closes it only after the response is done.
