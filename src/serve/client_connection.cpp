@@ -1,6 +1,5 @@
 #include "serve/client_connection.h"
 
-#include <dirent.h>
 #include <netdb.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -48,27 +47,26 @@ bool Matches(int fd, const std::string& local_addr, int local_port, const std::s
   return Endpoint(addr, len, &ip, &port) && port == local_port && ip == local_addr;
 }
 
+// The socket of the request this thread serves (-1: none). Find once scanned /proc/self/fd and
+// fstat'ed every descriptor of the process, racing with the threads that open and close them
+// (the front end's loop, the store, other requests' clients): ThreadSanitizer reported it, and a
+// descriptor closed and reused mid-scan could be probed as another socket. Only the worker that
+// owns a connection now looks at its descriptor.
+thread_local int serving_fd = -1;
+
 }  // namespace
+
+ClientConnection::Serving::Serving(int fd) : previous_(serving_fd) { serving_fd = fd; }
+
+ClientConnection::Serving::~Serving() { serving_fd = previous_; }
 
 ClientConnection ClientConnection::Find(const std::string& local_addr, int local_port,
                                         const std::string& remote_addr, int remote_port) {
-  if (local_port <= 0 || remote_port <= 0) return ClientConnection();
-  DIR* dir = opendir("/proc/self/fd");
-  if (dir == nullptr) return ClientConnection();
-  const int own = dirfd(dir);
-  int found = -1;
-  while (const dirent* e = readdir(dir)) {
-    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-    const int fd = std::atoi(e->d_name);
-    if (fd == own) continue;
-    // A TCP connection's two ends name it uniquely among the open ones.
-    if (Matches(fd, local_addr, local_port, remote_addr, remote_port)) {
-      found = fd;
-      break;
-    }
+  if (serving_fd < 0 || local_port <= 0 || remote_port <= 0) return ClientConnection();
+  if (!Matches(serving_fd, local_addr, local_port, remote_addr, remote_port)) {
+    return ClientConnection();
   }
-  closedir(dir);
-  return ClientConnection(found);
+  return ClientConnection(serving_fd);
 }
 
 bool ClientConnection::Gone() {

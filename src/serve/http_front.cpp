@@ -17,6 +17,7 @@
 
 #include "core/log.h"
 #include "serve/api_error.h"
+#include "serve/client_connection.h"
 
 namespace kvmem::serve {
 namespace {
@@ -455,7 +456,11 @@ void HttpFront::Work() {
       queue_.pop_front();
     }
     const bool last = stopping_ || c->served_ + 1 >= options_.max_requests_per_connection;
-    bool keep = serve_(*c, last) && !last && !c->eof_;
+    bool keep;
+    {
+      const ClientConnection::Serving serving(c->fd());  // for the handlers' ClientConnection
+      keep = serve_(*c, last) && !last && !c->eof_;
+    }
     ++c->served_;
     if (keep) {
       c->buffer_.erase(0, c->read_at_);
