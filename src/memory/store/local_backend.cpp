@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "memory/store/atomic_file.h"
+#include "memory/store/hash.h"
 
 namespace kvmem::memory::store {
 namespace {
@@ -128,7 +129,7 @@ Result<std::vector<Space>> LocalBackend::Spaces() const {
   KVMEM_ASSIGN_OR_RETURN(std::vector<std::string> names, ListDir(model_dir_, *fs_));
   std::vector<Space> out;
   for (std::string& n : names) {
-    if (n.size() == 32 && n.find_first_not_of("0123456789abcdef") == std::string::npos) {
+    if (IsXxh128Hex(n)) {
       out.push_back({"", std::move(n)});
     }
   }

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "core/log.h"
+#include "memory/store/hash.h"
 
 namespace kvmem::memory::store {
 namespace {
@@ -379,7 +380,7 @@ Result<std::vector<Space>> RedisBackend::Spaces() const {
     const size_t colon = m.find(':');
     if (colon == std::string::npos) continue;
     Space s{m.substr(0, colon), m.substr(colon + 1)};
-    if (s.name.size() == 32 && s.name.find_first_not_of("0123456789abcdef") == std::string::npos) {
+    if (IsXxh128Hex(s.name)) {
       out.push_back(std::move(s));
     }
   }
