@@ -35,6 +35,15 @@ void AddAgentEnvOptions(CLI::App* cmd, AgentEnvOptions* o) {
                   "agent store: a directory (default: $XDG_DATA_HOME/kvmem, else "
                   "~/.local/share/kvmem), or redis://HOST:PORT/DB to share agents between "
                   "servers");
+  cmd->add_option("--store-cache", o->store_cache,
+                  "a Redis store's blocks are also kept in this local directory, so a restarted "
+                  "server reads them from Redis no more (default: $XDG_CACHE_HOME/kvmem/"
+                  "store-cache, else ~/.cache/kvmem/store-cache; none: RAM only)");
+  cmd->add_option("--store-cache-mib", o->store_cache_mib,
+                  "bound of the --store-cache directory (MiB); least recently used blocks "
+                  "beyond it are removed")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   cmd->add_flag("--no-store", o->no_store, "keep agents' caches in RAM only (nothing persists)");
   cmd->add_option(
          "--kv-format", o->kv_format,
@@ -94,6 +103,12 @@ Result<std::unique_ptr<AgentEnv>> OpenAgentEnv(const AgentEnvOptions& o, bool wi
     if (memory::store::IsRedisUrl(so.root)) {  // presets stay on this machine
       KVMEM_ASSIGN_OR_RETURN(presets_dir, memory::store::DefaultStoreRoot());
       presets_dir += "/presets";
+      if (o.store_cache.empty()) {
+        KVMEM_ASSIGN_OR_RETURN(so.cache_dir, memory::store::DefaultStoreCacheDir());
+      } else if (o.store_cache != "none") {
+        so.cache_dir = o.store_cache;
+      }
+      so.cache_dir_bytes = static_cast<uint64_t>(o.store_cache_mib) << 20;
     } else {
       presets_dir = so.root + "/presets";
     }

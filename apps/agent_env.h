@@ -21,6 +21,9 @@ struct AgentEnvOptions {
   std::string model;
   std::string store_dir;          // empty: $XDG_DATA_HOME/kvmem
   bool no_store = false;          // keep agents in RAM only
+  // A Redis store's local block cache: empty for DefaultStoreCacheDir(), "none" for none.
+  std::string store_cache;
+  int64_t store_cache_mib = 4096;
   std::string kv_format = "q8_0";  // FORMAT or K:V
   int threads = 0;                // 0: DefaultThreads()
   int64_t n_ctx = 0;              // per agent; 0: the model's training context
@@ -38,7 +41,8 @@ struct AgentEnvOptions {
   std::string embed_model;
 };
 
-// Adds -m, --store, --no-store, --kv-format, -t, -c, --hot-mib, --max-history, --prefault-mib,
+// Adds -m, --store, --store-cache, --store-cache-mib, --no-store, --kv-format, -t, -c, --hot-mib,
+// --max-history, --prefault-mib,
 // --embed-model to a subcommand.
 void AddAgentEnvOptions(CLI::App* cmd, AgentEnvOptions* o);
 // Adds --memory NAME and --memory-config JSON (`what` says which agents they apply to).

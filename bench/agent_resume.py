@@ -4,6 +4,11 @@ prefilled), hot (the agent's cache in RAM) and warm (the server was killed and r
 cache comes from the store on disk / page cache). Prints a table with the ratios, measured in the
 same run on the same machine, and writes JSON lines with --json.
 
+The three time the same request with the same cache: each repetition builds two agents with the
+same two turns (greedy, so the same replies), asks the first one the third turn while it is in
+RAM (hot), restarts the server and asks the second one (warm), then asks it anonymously (cold).
+Each row also gives the tokens the hot and warm turns prefilled; they must be equal.
+
   bench/agent_resume.py [--model GGUF] [--lengths 1024,4096,7000] [--reps 3] [--json OUT]
 
 History: LoCoMo dialogue (../shared/data/locomo) as alternating user/assistant turns, cut to about
@@ -84,6 +89,10 @@ def ttft(url, msgs, agent):
     return first, "".join(text), usage
 
 
+def prefilled(usage):
+    return usage["prompt_tokens"] - usage["prompt_tokens_details"]["cached_tokens"]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", default=server_util.MODEL)
@@ -107,26 +116,36 @@ def main():
                 base = history(turns, n)
                 res = {"cold": [], "hot": [], "warm": []}
                 for rep in range(args.reps):
-                    agent = f"resume-{n}-{rep}"
                     q1 = base + [{"role": "user", "content": f"Question {rep}: who spoke first?"}]
-                    _, reply1, u1 = ttft(srv.url, q1, agent)  # builds the agent's cache
-                    q2 = q1 + [{"role": "assistant", "content": reply1},
-                               {"role": "user", "content": "And who spoke last?"}]
-                    t_hot, reply2, u2 = ttft(srv.url, q2, agent)
-                    res["hot"].append((t_hot, u2))
+                    q3 = {}
+                    for role in ("hot", "warm"):  # two agents, the same two turns
+                        agent = f"resume-{n}-{rep}-{role}"
+                        _, reply1, _ = ttft(srv.url, q1, agent)  # builds the agent's cache
+                        q2 = q1 + [{"role": "assistant", "content": reply1},
+                                   {"role": "user", "content": "And who spoke last?"}]
+                        _, reply2, _ = ttft(srv.url, q2, agent)
+                        q3[role] = q2 + [{"role": "assistant", "content": reply2},
+                                         {"role": "user", "content": "Thanks. Summarize in one word."}]
+                    if q3["hot"] != q3["warm"]:
+                        sys.exit("agent_resume: the two agents' greedy replies differ")
+                    time.sleep(1)  # the turns' saves are written after their replies
+                    t_hot, _, u_hot = ttft(srv.url, q3["hot"], f"resume-{n}-{rep}-hot")
+                    res["hot"].append((t_hot, u_hot))
                     srv.kill()
                     srv = start()
-                    q3 = q2 + [{"role": "assistant", "content": reply2},
-                               {"role": "user", "content": "Thanks. Summarize in one word."}]
-                    t_warm, _, u3 = ttft(srv.url, q3, agent)
-                    res["warm"].append((t_warm, u3))
-                    t_cold, _, uc = ttft(srv.url, q3, None)  # anonymous: nothing cached
+                    t_warm, _, u_warm = ttft(srv.url, q3["warm"], f"resume-{n}-{rep}-warm")
+                    res["warm"].append((t_warm, u_warm))
+                    t_cold, _, uc = ttft(srv.url, q3["warm"], None)  # anonymous: nothing cached
                     res["cold"].append((t_cold, uc))
-                    print(f"history {u3['prompt_tokens']} tokens, rep {rep + 1}: cold {t_cold:.3f} s, "
-                          f"hot {t_hot:.3f} s, warm {t_warm:.3f} s", file=sys.stderr, flush=True)
+                    print(f"history {u_warm['prompt_tokens']} tokens, rep {rep + 1}: "
+                          f"cold {t_cold:.3f} s, hot {t_hot:.3f} s ({prefilled(u_hot)} prefilled), "
+                          f"warm {t_warm:.3f} s ({prefilled(u_warm)} prefilled)",
+                          file=sys.stderr, flush=True)
                 med = {k: statistics.median(t for t, _ in v) for k, v in res.items()}
                 row = {"history_tokens": res["warm"][0][1]["prompt_tokens"],
                        "cached_tokens_warm": res["warm"][0][1]["prompt_tokens_details"]["cached_tokens"],
+                       "prefilled_hot": [prefilled(u) for _, u in res["hot"]],
+                       "prefilled_warm": [prefilled(u) for _, u in res["warm"]],
                        "ttft_cold_s": med["cold"], "ttft_hot_s": med["hot"], "ttft_warm_s": med["warm"],
                        "cold_over_hot": med["cold"] / med["hot"],
                        "cold_over_warm": med["cold"] / med["warm"],
@@ -136,10 +155,11 @@ def main():
             srv.stop()
     name = os.path.basename(args.model)
     print(f"\nagent resume, {name}, {args.threads} threads, median of {args.reps}")
-    print(f"{'history':>8} {'cached':>7} {'cold s':>8} {'hot s':>7} {'warm s':>7} "
+    print(f"{'history':>8} {'cached':>7} {'prefilled':>9} {'cold s':>8} {'hot s':>7} {'warm s':>7} "
           f"{'cold/hot':>9} {'cold/warm':>10} {'warm/hot':>9}")
     for r in rows:
-        print(f"{r['history_tokens']:>8} {r['cached_tokens_warm']:>7} {r['ttft_cold_s']:>8.3f} "
+        print(f"{r['history_tokens']:>8} {r['cached_tokens_warm']:>7} "
+              f"{r['history_tokens'] - r['cached_tokens_warm']:>9} {r['ttft_cold_s']:>8.3f} "
               f"{r['ttft_hot_s']:>7.3f} {r['ttft_warm_s']:>7.3f} {r['cold_over_hot']:>8.1f}x "
               f"{r['cold_over_warm']:>9.1f}x {r['warm_over_hot']:>8.2f}x")
     if args.json:

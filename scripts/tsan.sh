@@ -4,6 +4,7 @@
 # with a redis-server of their own, the step batcher) and serve (the epoll front end, admission,
 # concurrent clients), then the server tests with many concurrent clients against a TSan
 # `kvmem serve`. Any report fails the run; reports are kept in build-tsan/tsan-logs/.
+# scripts/tsan.supp exempts the calls Debian's uninstrumented cpp-httplib makes (its reasons).
 #   scripts/tsan.sh            build, then every test above
 #   scripts/tsan.sh REGEX      build, then the ctest tests matching REGEX only
 # docs/reliability.md ("Thread sanitizer") has the figures and the races found.
@@ -14,6 +15,10 @@ PY="$KVMEM_HOME/venv/bin/python"
 tests='^(core|memory|serve)$|^server_test_server_(admission|clients|isolation|redis)$'
 [ $# -gt 0 ] && tests="$1"
 
+if command -v ccache >/dev/null; then
+  export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache
+  export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=true
+fi
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVMEM_TSAN=ON \
       -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -g1 -DNDEBUG" -DKVMEM_PYTHON="$PY" >/dev/null
 cmake --build build-tsan -j"$(nproc)" --target core_tests memory_tests serve_tests kvmem
@@ -22,7 +27,8 @@ logs="$PWD/build-tsan/tsan-logs"
 rm -rf "$logs" && mkdir -p "$logs"
 # Each process writes its reports to tsan-logs/report.PID (a server's stderr is a temp file the
 # Python tests do not always print); halt_on_error makes the first report fail its test as well.
-export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 log_path=$logs/report"
+export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 log_path=$logs/report \
+suppressions=$PWD/scripts/tsan.supp"
 status=0
 (cd build-tsan && ctest --output-on-failure -j1 -R "$tests") || status=1
 if compgen -G "$logs/report.*" >/dev/null; then

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <random>
 #include <string>
 #include <thread>
@@ -210,6 +212,53 @@ TEST(StoreBackendTest, BlocksAreReadFromRedisOncePerServer) {
   // A removed block is gone from the cache too.
   ASSERT_TRUE((*b)->Remove(a, "kv-block", {}).ok());
   EXPECT_EQ((*b)->Open(a, "kv-block").status().code(), ErrorCode::kNotFound);
+}
+
+// The cache's local directory: a restarted server (a new backend on the same directory) reads a
+// block from there, also while Redis is down; a damaged copy is read from Redis again.
+TEST(StoreBackendTest, BlocksAreReadFromTheCacheDirectoryAfterARestart) {
+  RedisServer redis;
+  TempDir dir;
+  RedisOptions o = Options(redis);
+  o.cache_dir = dir / "cache";
+  const Space a{"acme", std::string(32, 'e')};
+  {
+    auto first = RedisBackend::Open(o, kFingerprint);
+    ASSERT_TRUE(first.ok()) << first.status().ToString();
+    ASSERT_TRUE(PutString(**first, a, "kv-block", "immutable").ok());
+    EXPECT_EQ(GetString(**first, a, "kv-block"), "immutable");
+    EXPECT_EQ((*first)->cache_misses(), 1);
+  }
+  auto second = RedisBackend::Open(o, kFingerprint);
+  ASSERT_TRUE(second.ok());
+  EXPECT_EQ(GetString(**second, a, "kv-block"), "immutable");
+  EXPECT_EQ(GetString(**second, a, "kv-block"), "immutable");
+  EXPECT_EQ((*second)->disk_hits(), 1);
+  EXPECT_EQ((*second)->cache_hits(), 1);
+  EXPECT_EQ((*second)->cache_misses(), 0);
+
+  // A damaged copy: read from Redis, and the copy replaced.
+  size_t files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(o.cache_dir)) {
+    std::fstream f(e.path(), std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(2);
+    f.put('!');
+    ++files;
+  }
+  ASSERT_EQ(files, 1u);
+  auto third = RedisBackend::Open(o, kFingerprint);
+  ASSERT_TRUE(third.ok());
+  EXPECT_EQ(GetString(**third, a, "kv-block"), "immutable");
+  EXPECT_EQ((*third)->cache_misses(), 1);
+  EXPECT_EQ((*third)->disk_hits(), 0);
+
+  // Redis down: the block still comes from the directory; the manifest cannot.
+  auto fourth = RedisBackend::Open(o, kFingerprint);
+  ASSERT_TRUE(fourth.ok());
+  redis.Kill();
+  EXPECT_EQ(GetString(**fourth, a, "kv-block"), "immutable");
+  EXPECT_EQ((*fourth)->disk_hits(), 1);
+  EXPECT_EQ((*fourth)->Open(a, "manifest.json").status().code(), ErrorCode::kIo);
 }
 
 // Two servers' stores on one Redis: an agent saved by one loads on the other byte for byte,

@@ -112,7 +112,9 @@ class TwoServersTest(unittest.TestCase):
 
     def setUp(self):
         self.redis = Redis()
-        self.servers = [server_util.Server(self.redis.url), server_util.Server(self.redis.url)]
+        # Each server's local block cache (--store-cache), as on two machines.
+        self.cache_dirs = [tempfile.TemporaryDirectory(), tempfile.TemporaryDirectory()]
+        self.servers = [self.start(0), self.start(1)]
         self.ref_dir = tempfile.TemporaryDirectory()
         self.ref = server_util.Server(self.ref_dir.name)
 
@@ -121,6 +123,12 @@ class TwoServersTest(unittest.TestCase):
             s.stop()
         self.redis.close()
         self.ref_dir.cleanup()
+        for d in self.cache_dirs:
+            d.cleanup()
+
+    def start(self, i, extra=()):
+        return server_util.Server(self.redis.url,
+                                  extra=["--store-cache", self.cache_dirs[i].name, *extra])
 
     def turn(self, srv, msgs, text, agent="shared"):
         """One turn on srv and the same on the reference; returns the usage."""
@@ -152,7 +160,7 @@ class TwoServersTest(unittest.TestCase):
         self.assertEqual(b.request("DELETE", "/v1/agents/shared")[0], 200)
         self.assertEqual(a.get("/v1/agents/shared")[0], 404)
         # A tenant's agent is its own: another tenant's server sees none of it (same Redis).
-        c = server_util.Server(self.redis.url, extra=["--api-key", "k2:other"])
+        c = self.start(0, extra=["--api-key", "k2:other"])
         try:
             status, body = c.request("GET", "/v1/agents", headers={"Authorization": "Bearer k2"})
             self.assertEqual(status, 200, body)
@@ -180,7 +188,7 @@ class TwoServersTest(unittest.TestCase):
         usage = self.turn(b, msgs, TURNS[3])
         self.expect_reused(usage, prev)
         self.assertLess(time.time() - t0, 40)
-        self.servers[0] = server_util.Server(self.redis.url)
+        self.servers[0] = self.start(0)
         self.expect_reused(self.turn(self.servers[0], msgs, TURNS[4]), usage)
 
     def test_redis_killed_and_down(self):

@@ -84,6 +84,8 @@ Result<std::unique_ptr<StoreBackend>> OpenBackend(const StoreOptions& o, std::st
     ro.timeout = o.redis_timeout;
     ro.lease_ttl = o.lease_ttl;
     ro.cache_bytes = o.cache_bytes;
+    ro.cache_dir = o.cache_dir;
+    ro.cache_dir_bytes = o.cache_dir_bytes;
     KVMEM_ASSIGN_OR_RETURN(std::unique_ptr<RedisBackend> b,
                            RedisBackend::Open(std::move(ro), o.model_fingerprint));
     *model_dir = b->Describe();
@@ -196,6 +198,14 @@ Result<std::string> DefaultStoreRoot() {
   const char* home = std::getenv("HOME");
   if (home != nullptr && home[0] == '/') return std::string(home) + "/.local/share/kvmem";
   return NotFound("no store directory: neither XDG_DATA_HOME nor HOME is an absolute path");
+}
+
+Result<std::string> DefaultStoreCacheDir() {
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  if (xdg != nullptr && xdg[0] == '/') return std::string(xdg) + "/kvmem/store-cache";
+  const char* home = std::getenv("HOME");
+  if (home != nullptr && home[0] == '/') return std::string(home) + "/.cache/kvmem/store-cache";
+  return NotFound("no store cache directory: neither XDG_CACHE_HOME nor HOME is an absolute path");
 }
 
 AgentLease::AgentLease(AgentLease&& o) noexcept

@@ -72,14 +72,20 @@ struct StoreOptions {
   FileOps* file_ops = &RealFileOps();
   // A shared backend: how long a mutation or a Lease waits for another server's lease.
   std::chrono::milliseconds lease_wait{15000};
-  // A Redis root: each command's timeout, the lease's time to live, the block cache's size.
+  // A Redis root: each command's timeout, the lease's time to live, the block cache's size in
+  // RAM, its local directory (none when empty) and that directory's size.
   std::chrono::milliseconds redis_timeout{2000};
   std::chrono::milliseconds lease_ttl{10000};
   size_t cache_bytes = size_t{256} << 20;
+  std::string cache_dir{};
+  uint64_t cache_dir_bytes = uint64_t{4} << 30;
 };
 
 // $XDG_DATA_HOME/kvmem when XDG_DATA_HOME is an absolute path, else $HOME/.local/share/kvmem.
 Result<std::string> DefaultStoreRoot();
+// The local directory of a Redis store's block cache: $XDG_CACHE_HOME/kvmem/store-cache, else
+// $HOME/.cache/kvmem/store-cache.
+Result<std::string> DefaultStoreCacheDir();
 
 struct SaveStats {
   int blocks_written = 0;      // new block files

@@ -146,13 +146,18 @@ Result<RedisOptions> ParseRedisUrl(std::string_view url) {
   return o;
 }
 
-RedisBackend::RedisBackend(RedisOptions options, std::string prefix)
-    : options_(std::move(options)), prefix_(std::move(prefix)) {}
+RedisBackend::RedisBackend(RedisOptions options, std::string prefix,
+                           std::unique_ptr<DiskCache> disk)
+    : options_(std::move(options)), prefix_(std::move(prefix)), disk_(std::move(disk)) {}
 
 Result<std::unique_ptr<RedisBackend>> RedisBackend::Open(RedisOptions options,
                                                          std::string model_fingerprint) {
+  std::unique_ptr<DiskCache> disk;
+  if (!options.cache_dir.empty()) {
+    KVMEM_ASSIGN_OR_RETURN(disk, DiskCache::Open(options.cache_dir, options.cache_dir_bytes));
+  }
   std::unique_ptr<RedisBackend> b(
-      new RedisBackend(std::move(options), "kvmem:" + model_fingerprint + ":"));
+      new RedisBackend(std::move(options), "kvmem:" + model_fingerprint + ":", std::move(disk)));
   Result<Reply> ping = b->Command({"PING"});
   if (!ping.ok()) return Unavailable(ping.status().message());
   b->renewer_ = std::thread([p = b.get()] { p->RenewLoop(); });
@@ -316,25 +321,40 @@ Result<std::unique_ptr<Blob>> RedisBackend::Open(const Space& space, std::string
       return std::unique_ptr<Blob>(new BytesBlob(it->second.bytes, Where(space, name)));
     }
   }
+  if (block && disk_ != nullptr) {
+    if (std::shared_ptr<const std::string> bytes = disk_->Get(key)) {
+      Remember(key, bytes);
+      std::lock_guard<std::mutex> l(cache_mu_);
+      ++disk_hits_;
+      return std::unique_ptr<Blob>(new BytesBlob(std::move(bytes), Where(space, name)));
+    }
+  }
   KVMEM_ASSIGN_OR_RETURN(Reply r, Command({"GET", key}));
   if (r.type == REDIS_REPLY_NIL) return NotFound("'" + Where(space, name) + "' does not exist");
   auto bytes = std::make_shared<const std::string>(std::move(r.str));
-  if (block && bytes->size() <= options_.cache_bytes) {
+  if (block) {
+    if (disk_ != nullptr) disk_->Put(key, *bytes);
+    Remember(key, bytes);
     std::lock_guard<std::mutex> l(cache_mu_);
     ++misses_;
-    if (!cache_.count(key)) {
-      lru_.push_front(key);
-      cache_[key] = {bytes, lru_.begin()};
-      cache_used_ += bytes->size();
-      while (cache_used_ > options_.cache_bytes) {
-        auto victim = cache_.find(lru_.back());
-        cache_used_ -= victim->second.bytes->size();
-        cache_.erase(victim);
-        lru_.pop_back();
-      }
-    }
   }
   return std::unique_ptr<Blob>(new BytesBlob(std::move(bytes), Where(space, name)));
+}
+
+void RedisBackend::Remember(const std::string& key,
+                            std::shared_ptr<const std::string> bytes) const {
+  if (bytes->size() > options_.cache_bytes) return;
+  std::lock_guard<std::mutex> l(cache_mu_);
+  if (cache_.count(key)) return;
+  lru_.push_front(key);
+  cache_used_ += bytes->size();
+  cache_[key] = {std::move(bytes), lru_.begin()};
+  while (cache_used_ > options_.cache_bytes) {
+    auto victim = cache_.find(lru_.back());
+    cache_used_ -= victim->second.bytes->size();
+    cache_.erase(victim);
+    lru_.pop_back();
+  }
 }
 
 Result<uint64_t> RedisBackend::Size(const Space& space, std::string_view name) const {
@@ -359,6 +379,7 @@ Status RedisBackend::Remove(const Space& space, std::string_view name, std::stri
 }
 
 void RedisBackend::Forget(const std::string& key) const {
+  if (disk_ != nullptr && IsBlockObject(key.substr(key.rfind(':') + 1))) disk_->Remove(key);
   std::lock_guard<std::mutex> l(cache_mu_);
   auto it = cache_.find(key);
   if (it == cache_.end()) return;
@@ -464,6 +485,11 @@ void RedisBackend::RenewLoop() {
 int64_t RedisBackend::cache_hits() const {
   std::lock_guard<std::mutex> l(cache_mu_);
   return hits_;
+}
+
+int64_t RedisBackend::disk_hits() const {
+  std::lock_guard<std::mutex> l(cache_mu_);
+  return disk_hits_;
 }
 
 int64_t RedisBackend::cache_misses() const {

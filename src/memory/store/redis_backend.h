@@ -15,8 +15,9 @@
 // checks the fence against the lease key, so it applies whole or not at all, and never after
 // its lease passed to another server. Leases expire after lease_ttl unless renewed; a thread
 // renews the ones this process holds every lease_ttl / 3. Block objects (kv-*.safetensors,
-// immutable: named by their content's hash) are kept in a RAM read-through cache of
-// cache_bytes, so a server reads each from Redis once.
+// immutable: named by their content's hash) are kept in a read-through cache: RAM (cache_bytes),
+// then a local directory (cache_dir, disk_cache.h), so a server reads each from Redis once, and
+// once more only when both have let it go.
 //
 // Every call has a timeout (connect and each command); a call that fails drops its connection
 // and returns IoError naming the server, and the next call connects again.
@@ -37,6 +38,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "memory/store/disk_cache.h"
 #include "memory/store/store_backend.h"
 
 struct redisContext;
@@ -50,6 +52,8 @@ struct RedisOptions {
   std::chrono::milliseconds timeout{2000};     // connect, and each command
   std::chrono::milliseconds lease_ttl{10000};  // a holder that stops renewing loses it after this
   size_t cache_bytes = size_t{256} << 20;      // the read-through cache of block objects
+  std::string cache_dir{};                     // its local-directory tier; none when empty
+  uint64_t cache_dir_bytes = uint64_t{4} << 30;
 };
 
 // "redis://HOST[:PORT][/DB]" (PORT default 6379, DB default 0); InvalidArgument otherwise.
@@ -83,14 +87,15 @@ class RedisBackend final : public StoreBackend {
   Result<std::string> AcquireLease(const Space& space, std::chrono::milliseconds wait) override;
   void ReleaseLease(const Space& space, std::string_view token) override;
 
-  // Reads served from the block cache, and reads that went to Redis (for tests and metrics).
+  // Block reads served from RAM, from the cache directory, and from Redis (tests, metrics).
   int64_t cache_hits() const;
+  int64_t disk_hits() const;
   int64_t cache_misses() const;
 
  private:
   class Connection;
   struct Reply;
-  RedisBackend(RedisOptions options, std::string prefix);
+  RedisBackend(RedisOptions options, std::string prefix, std::unique_ptr<DiskCache> disk);
 
   Result<std::unique_ptr<Connection>> Connect() const;
   // Runs one command on a pooled connection.
@@ -100,9 +105,11 @@ class RedisBackend final : public StoreBackend {
   Result<int64_t> Write(const Space& space, std::string_view name, std::string_view bytes,
                         std::string_view fence, bool publish);
   void RenewLoop();
-  // Drops the key from the block cache (written or removed by this process; block names
-  // otherwise always mean the same bytes, on any server).
+  // Drops the key from the block cache, both tiers (written or removed by this process; block
+  // names otherwise always mean the same bytes, on any server).
   void Forget(const std::string& key) const;
+  // Adds a block read from a lower tier to the RAM cache.
+  void Remember(const std::string& key, std::shared_ptr<const std::string> bytes) const;
 
   RedisOptions options_;
   std::string prefix_;  // "kvmem:F:"
@@ -118,7 +125,8 @@ class RedisBackend final : public StoreBackend {
   mutable std::list<std::string> lru_;  // most recent first
   mutable std::unordered_map<std::string, Cached> cache_;
   mutable size_t cache_used_ = 0;
-  mutable int64_t hits_ = 0, misses_ = 0;
+  mutable int64_t hits_ = 0, disk_hits_ = 0, misses_ = 0;
+  std::unique_ptr<DiskCache> disk_;  // null without cache_dir
 
   std::mutex lease_mu_;
   std::condition_variable lease_cv_;
