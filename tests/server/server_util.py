@@ -17,6 +17,9 @@ import urllib.request
 BIN = os.environ.get("KVMEM_BIN", os.path.join(os.path.dirname(__file__), "../../build/apps/kvmem"))
 MODEL = os.path.join(os.environ.get("KVMEM_HOME", os.path.expanduser("~/.cache/kvmem")),
                      "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
+# The tests' bounds on wall time are multiplied by this: a sanitizer build of the server runs
+# several times slower (scripts/tsan.sh sets 5).
+TIME_SCALE = float(os.environ.get("KVMEM_TIME_SCALE", "1"))
 
 
 def skip_without_model():
@@ -36,7 +39,7 @@ class Server:
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=self.log,
                                      env={**os.environ, **(env or {})})
         self.port = None
-        deadline = time.time() + 60
+        deadline = time.time() + 60 * TIME_SCALE
         while time.time() < deadline:
             with open(self.log.name, errors="replace") as f:
                 text = f.read()
