@@ -240,20 +240,32 @@ TEST(AgentStoreTest, ConcurrentAgents) {
   EXPECT_EQ(store.List()->size(), 2u);
 }
 
-TEST(AgentStoreTest, DefaultRootFollowsXdg) {
-  const char* old_xdg = std::getenv("XDG_DATA_HOME");
-  const std::string saved = old_xdg ? old_xdg : "";
-  ::setenv("XDG_DATA_HOME", "/data/x", 1);
-  EXPECT_EQ(*DefaultStoreRoot(), "/data/x/kvmem");
-  ::setenv("XDG_DATA_HOME", "relative/ignored", 1);
-  const char* home = std::getenv("HOME");
-  if (home != nullptr && home[0] == '/') {
-    EXPECT_EQ(*DefaultStoreRoot(), std::string(home) + "/.local/share/kvmem");
-  }
-  if (old_xdg) {
-    ::setenv("XDG_DATA_HOME", saved.c_str(), 1);
-  } else {
-    ::unsetenv("XDG_DATA_HOME");
+// The store under $XDG_DATA_HOME, a Redis store's block cache under $XDG_CACHE_HOME; each
+// falls back to its place under $HOME when the variable is not an absolute path.
+TEST(AgentStoreTest, DefaultDirectoriesFollowXdg) {
+  struct Case {
+    const char* var;
+    Result<std::string> (*dir)();
+    std::string set, under_home;
+  };
+  const Case cases[] = {{"XDG_DATA_HOME", &DefaultStoreRoot, "/data/x/kvmem", "/.local/share/kvmem"},
+                        {"XDG_CACHE_HOME", &DefaultStoreCacheDir, "/data/x/kvmem/store-cache",
+                         "/.cache/kvmem/store-cache"}};
+  for (const Case& c : cases) {
+    const char* old = std::getenv(c.var);
+    const std::string saved = old ? old : "";
+    ::setenv(c.var, "/data/x", 1);
+    EXPECT_EQ(*c.dir(), c.set);
+    ::setenv(c.var, "relative/ignored", 1);
+    const char* home = std::getenv("HOME");
+    if (home != nullptr && home[0] == '/') {
+      EXPECT_EQ(*c.dir(), std::string(home) + c.under_home);
+    }
+    if (old) {
+      ::setenv(c.var, saved.c_str(), 1);
+    } else {
+      ::unsetenv(c.var);
+    }
   }
 }
 

@@ -192,20 +192,29 @@ AgentStore::State::FenceHold::~FenceHold() {
   if (s_ != nullptr) s_->store().ReleaseLease(space_, token_);
 }
 
-Result<std::string> DefaultStoreRoot() {
-  const char* xdg = std::getenv("XDG_DATA_HOME");
-  if (xdg != nullptr && xdg[0] == '/') return std::string(xdg) + "/kvmem";
+namespace {
+
+// $<xdg_var>/kvmem<tail> when it is an absolute path, else $HOME/<home_base>/kvmem<tail>.
+Result<std::string> UserDir(const char* xdg_var, const char* home_base, const char* tail,
+                            std::string_view what) {
+  const char* xdg = std::getenv(xdg_var);
+  if (xdg != nullptr && xdg[0] == '/') return std::string(xdg) + "/kvmem" + tail;
   const char* home = std::getenv("HOME");
-  if (home != nullptr && home[0] == '/') return std::string(home) + "/.local/share/kvmem";
-  return NotFound("no store directory: neither XDG_DATA_HOME nor HOME is an absolute path");
+  if (home != nullptr && home[0] == '/') {
+    return std::string(home) + "/" + home_base + "/kvmem" + tail;
+  }
+  return NotFound("no " + std::string(what) + ": neither " + xdg_var +
+                  " nor HOME is an absolute path");
+}
+
+}  // namespace
+
+Result<std::string> DefaultStoreRoot() {
+  return UserDir("XDG_DATA_HOME", ".local/share", "", "store directory");
 }
 
 Result<std::string> DefaultStoreCacheDir() {
-  const char* xdg = std::getenv("XDG_CACHE_HOME");
-  if (xdg != nullptr && xdg[0] == '/') return std::string(xdg) + "/kvmem/store-cache";
-  const char* home = std::getenv("HOME");
-  if (home != nullptr && home[0] == '/') return std::string(home) + "/.cache/kvmem/store-cache";
-  return NotFound("no store cache directory: neither XDG_CACHE_HOME nor HOME is an absolute path");
+  return UserDir("XDG_CACHE_HOME", ".cache", "/store-cache", "store cache directory");
 }
 
 AgentLease::AgentLease(AgentLease&& o) noexcept
