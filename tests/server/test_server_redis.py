@@ -14,6 +14,7 @@ know, which may hold a server-side conversation, is refused with 503).
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -190,6 +191,26 @@ class TwoServersTest(unittest.TestCase):
         self.assertLess(time.time() - t0, 40 * server_util.TIME_SCALE)
         self.servers[0] = self.start(0)
         self.expect_reused(self.turn(self.servers[0], msgs, TURNS[4]), usage)
+
+    def test_a_redis_that_stops_answering(self):
+        # SIGSTOP: connections are still accepted, but no reply comes; every call times out.
+        a, b = self.servers
+        msgs = []
+        prev = self.turn(a, msgs, TURNS[0])
+        self.redis.proc.send_signal(signal.SIGSTOP)
+        try:
+            t0 = time.time()
+            slow = self.turn(a, list(msgs), TURNS[1])
+            took = time.time() - t0
+            print(f"a turn with Redis stopped: {took:.1f} s (its reference's included)",
+                  file=sys.stderr)
+            self.assertLess(took, 30 * server_util.TIME_SCALE)
+            self.assertEqual(slow.prompt_tokens_details.cached_tokens, 0)
+            self.assertIn("store cannot be reached", a.stderr())
+        finally:
+            self.redis.proc.send_signal(signal.SIGCONT)
+        # Answering again: the other server continues from the last acknowledged turn.
+        self.expect_reused(self.turn(b, msgs, TURNS[1]), prev)
 
     def test_redis_killed_and_down(self):
         a, b = self.servers
