@@ -65,7 +65,7 @@ class Server:
     def get(self, path, headers=None):
         req = urllib.request.Request(self.url + path, headers=headers or {})
         try:
-            with urllib.request.urlopen(req, timeout=30) as r:
+            with urllib.request.urlopen(req, timeout=30 * TIME_SCALE) as r:
                 return r.status, r.read().decode()
         except urllib.error.HTTPError as e:
             return e.code, e.read().decode()
@@ -76,7 +76,7 @@ class Server:
         req = urllib.request.Request(self.url + path, data=data, method=method,
                                      headers=headers or {})
         try:
-            with urllib.request.urlopen(req, timeout=60) as r:
+            with urllib.request.urlopen(req, timeout=60 * TIME_SCALE) as r:
                 out = r.status, r.read().decode(), r.headers
         except urllib.error.HTTPError as e:
             out = e.code, e.read().decode(), e.headers

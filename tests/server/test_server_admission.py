@@ -36,7 +36,7 @@ def metric(server, name, labels=""):
 
 
 def wait_for(cond, timeout=30.0, step=0.02):
-    deadline = time.time() + timeout
+    deadline = time.time() + timeout * server_util.TIME_SCALE
     while time.time() < deadline:
         if cond():
             return True
@@ -46,7 +46,8 @@ def wait_for(cond, timeout=30.0, step=0.02):
 
 def raw_request(server, path, body, headers=None):
     """Sends a POST on a connection of its own and returns it without reading the reply."""
-    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+    conn = http.client.HTTPConnection("127.0.0.1", server.port,
+                                      timeout=60 * server_util.TIME_SCALE)
     conn.request("POST", path, json.dumps(body),
                  {"Content-Type": "application/json", **(headers or {})})
     return conn
@@ -86,8 +87,7 @@ class CancellationTest(unittest.TestCase):
         conn.sock.close()  # hang up
         conn.close()
         t0 = time.time()
-        self.assertTrue(wait_for(lambda: metric(s, "kvmem_requests_in_flight") == 0,
-                                 timeout=10 * server_util.TIME_SCALE))
+        self.assertTrue(wait_for(lambda: metric(s, "kvmem_requests_in_flight") == 0, timeout=10))
         gone_after = time.time() - t0
         # 3000 tokens take tens of seconds here; the generation stopped at its next token (the
         # bound is loose for a loaded machine).
