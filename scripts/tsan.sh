@@ -4,7 +4,7 @@
 # with a redis-server of their own, the step batcher) and serve (the epoll front end, admission,
 # concurrent clients), then the server tests with many concurrent clients against a TSan
 # `kvmem serve`. Any report fails the run; reports are kept in build-tsan/tsan-logs/.
-# scripts/tsan.supp exempts the calls Debian's uninstrumented cpp-httplib makes (its reasons).
+# scripts/tsan.supp exempts the calls Debian's uninstrumented cpp-httplib makes (the file says why).
 #   scripts/tsan.sh            build, then every test above
 #   scripts/tsan.sh REGEX      build, then the ctest tests matching REGEX only
 # docs/reliability.md ("Thread sanitizer") has the figures and the races found.
